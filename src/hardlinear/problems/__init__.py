@@ -1,0 +1,48 @@
+"""Problems: DC-OPF on PGLib cases and the bond portfolio, behind one batched interface."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hardlinear.problems.base import Objective, Problem
+from hardlinear.problems.dcopf import DCOPF, PAPER_UNCERTAINTY, available_cases
+from hardlinear.problems.portfolio import Portfolio
+
+# The paper's problems by short name: (class, fixed arguments).
+PAPER_PROBLEMS: dict[str, tuple[type[Problem], dict[str, Any]]] = {
+    "dcopf_14": (DCOPF, {"case": "pglib_opf_case14_ieee"}),
+    "dcopf_30": (DCOPF, {"case": "pglib_opf_case30_ieee"}),
+    "dcopf_57": (DCOPF, {"case": "pglib_opf_case57_ieee"}),
+    "dcopf_118": (DCOPF, {"case": "pglib_opf_case118_ieee"}),
+    "dcopf_200": (DCOPF, {"case": "pglib_opf_case200_activ"}),
+    "dcopf": (DCOPF, {}),
+    "portfolio": (Portfolio, {}),
+}
+
+# n, m_eq, m_ineq, k as the paper's tables give them (standard form).
+PAPER_SIZES = {
+    "dcopf_14": (123, 38, 84, 14),
+    "dcopf_30": (245, 76, 168, 30),
+    "dcopf_57": (468, 141, 324, 57),
+    "dcopf_118": (1126, 340, 768, 118),
+    "dcopf_200": (1527, 452, 1044, 200),
+    "portfolio": (16, 2, 9, 10),
+}
+
+
+def build_problem(name: str, **options: Any) -> Problem:
+    """Build a problem by name: ``build_problem("dcopf_118", objective="qp")``,
+    ``build_problem("dcopf", case="pglib_opf_case300_ieee", uncertainty=0.1)``."""
+    if name not in PAPER_PROBLEMS:
+        raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PAPER_PROBLEMS)}")
+    cls, fixed = PAPER_PROBLEMS[name]
+    clash = set(fixed) & set(options)
+    if clash:
+        raise ValueError(f"{name} fixes {sorted(clash)}; use problem 'dcopf' with case=... to choose another case")
+    kwargs = {**fixed, **options}
+    if cls is DCOPF:
+        kwargs.setdefault("name", name if name != "dcopf" else kwargs.get("case", "dcopf"))
+    return cls(**kwargs)
+
+
+__all__ = ["DCOPF", "PAPER_PROBLEMS", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem"]

@@ -1,0 +1,181 @@
+"""The batched problem interface every method and metric uses (DESIGN.md sections 2 and 3).
+
+A problem is a compact constraint family over the original variables (``G y = g, H y <= h``), an objective
+(linear or convex quadratic), and a *form*:
+
+* ``standard`` (the paper's): a slack per inequality row is appended to ``y``; the equalities become
+  ``G y = g, H y + s = h`` and the inequalities ``s >= 0``;
+* ``inequality``: the compact family as it is.
+
+``n, m_eq, m_ineq, k`` are counted as the paper counts them: in the standard form ``n`` includes the slacks
+and ``m_eq`` counts the original equalities only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hardlinear.constraints import ConstraintFamily, InputBox, standard_form
+
+Form = Literal["standard", "inequality"]
+ObjectiveKind = Literal["lp", "qp"]
+FORMS = ("standard", "inequality")
+OBJECTIVES = ("lp", "qp")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``f(y) = 1/2 y' Q y + c' y`` on the original variables; ``Q`` is None for a linear objective."""
+
+    c: np.ndarray
+    Q: sp.csr_matrix | None = None
+
+    @property
+    def is_quadratic(self) -> bool:
+        return self.Q is not None and self.Q.nnz > 0
+
+
+class Problem:
+    """A parametric LP/QP with linear constraints, seen through the batched interface.
+
+    Subclasses build ``compact`` (a :class:`ConstraintFamily` over the ``n_orig`` original variables) and
+    ``objective_data``; everything else (the form, sizes, residuals, sampling, solving) lives here.
+    """
+
+    name: str = "problem"
+
+    def __init__(
+        self,
+        compact: ConstraintFamily,
+        objective_data: Objective,
+        objective: ObjectiveKind,
+        form: Form,
+        name: str,
+    ) -> None:
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}; got {form!r}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
+        self.name = name
+        self.compact = compact
+        self.objective_kind: ObjectiveKind = objective
+        self.form: Form = form
+        self.objective_data = objective_data
+        self.family = standard_form(compact) if form == "standard" else compact
+        self._t_cache: dict = {}
+
+    # --- sizes, as the paper counts them --------------------------------------------------------
+    @property
+    def n_orig(self) -> int:
+        return self.compact.n
+
+    @property
+    def n(self) -> int:
+        return self.family.n
+
+    @property
+    def m_eq(self) -> int:
+        return self.compact.m_eq
+
+    @property
+    def m_ineq(self) -> int:
+        return self.compact.m_ineq
+
+    @property
+    def k(self) -> int:
+        return self.compact.k
+
+    @property
+    def box(self) -> InputBox:
+        return self.compact.box
+
+    def sizes(self) -> dict[str, int]:
+        return {"n": self.n, "m_eq": self.m_eq, "m_ineq": self.m_ineq, "k": self.k}
+
+    # --- batched interface ----------------------------------------------------------------------
+    def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """``n`` inputs ``(n, k)`` drawn uniformly from the box."""
+        return self.box.sample(n, generator=generator, dtype=dtype)
+
+    def eq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, rows)``: ``G y - g`` of the problem's form."""
+        return self.family.eq_resid(xi, y)
+
+    def ineq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, m_ineq)``: ``H y - h`` of the problem's form (``<= 0`` feasible)."""
+        return self.family.ineq_resid(xi, y)
+
+    def objective(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B,)``, the objective on the original variables."""
+        y0 = y[:, : self.n_orig]
+        c = self._tensor("c", self.objective_data.c, y)
+        value = y0 @ c
+        if self.objective_data.is_quadratic:
+            Q = self._tensor("Q", self.objective_data.Q.toarray(), y)
+            value = value + 0.5 * ((y0 @ Q) * y0).sum(dim=1)
+        return value
+
+    def to_form(self, xi: torch.Tensor, y_orig: torch.Tensor) -> torch.Tensor:
+        """Original variables ``(B, n_orig)`` to the form's ``(B, n)``: appends slacks ``h - H y``."""
+        if self.form == "inequality":
+            return y_orig
+        slack = -self.compact.ineq_resid(xi.to(y_orig.dtype), y_orig)
+        return torch.cat([y_orig, slack], dim=1)
+
+    def from_form(self, y: torch.Tensor) -> torch.Tensor:
+        """``(B, n) -> (B, n_orig)``."""
+        return y[:, : self.n_orig]
+
+    def solve(self, xi: torch.Tensor | np.ndarray, solver: str | None = None, progress: bool = False, **options):
+        """Reference solutions for a batch of inputs, in the problem's form; see :mod:`hardlinear.solvers`."""
+        from hardlinear.solvers import solve_batch
+
+        return solve_batch(self, xi, solver=solver, progress=progress, **options)
+
+    def default_solver(self) -> str:
+        """The solver that is exact for the problem class: HiGHS for LPs, Clarabel for QPs."""
+        return "clarabel" if self.objective_data.is_quadratic else "highs"
+
+    # --- helpers ------------------------------------------------------------------------------
+    def _tensor(self, key: str, value: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+        cache_key = (key, like.device, like.dtype)
+        if cache_key not in self._t_cache:
+            self._t_cache[cache_key] = torch.as_tensor(np.asarray(value), dtype=like.dtype, device=like.device)
+        return self._t_cache[cache_key]
+
+    def describe(self) -> str:
+        s = self.sizes()
+        return f"{self.name} ({self.objective_kind}, {self.form}): n={s['n']} m_eq={s['m_eq']} m_ineq={s['m_ineq']} k={s['k']}"
+
+    def identity(self) -> dict[str, str]:
+        """Columns that identify the problem in a results row."""
+        return {"problem": self.name, "objective": self.objective_kind, "form": self.form}
+
+    def fingerprint(self) -> str:
+        """SHA-256 of every array that defines the problem: the cache key of datasets and rules."""
+        import hashlib
+
+        h = hashlib.sha256()
+        fam = self.compact
+        parts: list[np.ndarray] = [fam.box.lo, fam.box.hi, self.objective_data.c]
+        for name in ("G", "H", "G_stack", "H_stack", "B_eq", "B_ineq"):
+            arr = getattr(fam, name, None)
+            if arr is None:
+                continue
+            if sp.issparse(arr):
+                arr = sp.csr_matrix(arr)
+                parts += [arr.indptr, arr.indices, arr.data, np.asarray(arr.shape)]
+            else:
+                parts += [np.asarray(arr), np.asarray(np.shape(arr))]
+        if self.objective_data.is_quadratic:
+            Q = sp.csr_matrix(self.objective_data.Q)
+            parts += [Q.indptr, Q.indices, Q.data]
+        for arr in parts:
+            h.update(np.ascontiguousarray(arr).tobytes())
+        h.update(f"{self.form}|{self.objective_kind}".encode())
+        return h.hexdigest()

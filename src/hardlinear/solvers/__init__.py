@@ -1,0 +1,93 @@
+"""Reference solvers behind one interface, and batched solves of a problem's instances."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hardlinear.solvers.base import QPSolver, SolverError, SolveResult, SolverUnavailable
+
+BACKENDS = {
+    "highs": "hardlinear.solvers.highs:HighsSolver",
+    "clarabel": "hardlinear.solvers.clarabel_solver:ClarabelSolver",
+    "osqp": "hardlinear.solvers.osqp_solver:OSQPSolver",
+    "gurobi": "hardlinear.solvers.gurobi_solver:GurobiSolver",
+}
+
+__all__ = ["BACKENDS", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable", "make_solver", "solve_batch"]
+
+
+def solver_class(name: str) -> type[QPSolver]:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown solver {name!r}; choose one of {sorted(BACKENDS)}")
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_solver(problem, name: str | None = None, **options) -> QPSolver:
+    """A backend holding the problem's compact model (left-hand side at nominal input for the LHS family)."""
+    name = name or problem.default_solver()
+    G, _, H, _ = problem.compact.instance(np.zeros(problem.k))
+    obj = problem.objective_data
+    return solver_class(name)(obj.Q, obj.c, G, H, **options)
+
+
+@dataclass
+class Solution:
+    """Solutions of a batch, in the problem's form; ``status`` per instance."""
+
+    y: np.ndarray  # (B, n)
+    objective: np.ndarray  # (B,)
+    status: list[str]
+    time_s: np.ndarray  # (B,) solver wall time per instance
+    iterations: np.ndarray  # (B,)
+    solver: str
+
+    @property
+    def all_optimal(self) -> bool:
+        return all(s == "optimal" for s in self.status)
+
+
+def solve_batch(
+    problem,
+    xi: torch.Tensor | np.ndarray,
+    solver: str | None = None,
+    progress: bool = False,
+    warm_start: np.ndarray | None = None,
+    allow_failures: bool = False,
+    **options,
+) -> Solution:
+    """Solve every instance of ``xi: (B, k)``; raises :class:`SolverError` on any non-optimal solve
+    unless ``allow_failures`` (then the row is NaN and its status says why)."""
+    from tqdm.auto import tqdm
+
+    xi_np = xi.detach().cpu().double().numpy() if isinstance(xi, torch.Tensor) else np.asarray(xi, dtype=np.float64)
+    name = solver or problem.default_solver()
+    backend = make_solver(problem, name, **options)
+    lhs_varies = problem.compact.input_dependent_lhs
+    results: list[SolveResult] = []
+    for i in tqdm(range(len(xi_np)), desc=f"{problem.name}: {name}", disable=not progress, leave=False):
+        G, g, H, h = problem.compact.instance(xi_np[i])
+        ws = None if warm_start is None else warm_start[i, : problem.n_orig]
+        results.append(backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=ws))
+    status = [r.status for r in results]
+    bad = [i for i, s in enumerate(status) if s != "optimal"]
+    if bad and not allow_failures:
+        raise SolverError(
+            f"{name} did not solve {len(bad)} of {len(status)} instances of {problem.name} to optimality "
+            f"(first: instance {bad[0]}, status {status[bad[0]]!r}); try solver='clarabel'"
+        )
+    y_orig = np.stack([r.y for r in results]) if results else np.zeros((0, problem.n_orig))
+    with torch.no_grad():
+        y = problem.to_form(torch.as_tensor(xi_np), torch.as_tensor(y_orig)).numpy()
+    return Solution(
+        y=y,
+        objective=np.array([r.objective for r in results]),
+        status=status,
+        time_s=np.array([r.time_s for r in results]),
+        iterations=np.array([r.iterations for r in results]),
+        solver=name,
+    )

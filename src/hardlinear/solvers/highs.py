@@ -1,0 +1,76 @@
+"""HiGHS through highspy: the exact LP solver (simplex by default; also its QP solver)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from hardlinear.solvers.base import QPSolver, SolveResult
+
+
+class HighsSolver(QPSolver):
+    name = "highs"
+    supports_warm_start = True
+
+    def __init__(self, Q, c, G, H, **options) -> None:
+        super().__init__(Q, c, G, H, **options)
+        import highspy
+
+        self._hs = highspy
+        self._build(self.G, self.H)
+
+    def _build(self, G: sp.csr_matrix, H: sp.csr_matrix) -> None:
+        hs = self._hs
+        h = hs.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        for key, value in self.options.items():
+            h.setOptionValue(key, value)
+        A = sp.vstack([G, H], format="csc")
+        n, m = A.shape[1], A.shape[0]
+        lp = hs.HighsLp()
+        lp.num_col_, lp.num_row_ = n, m
+        lp.col_cost_ = self.c
+        lp.col_lower_ = np.full(n, -hs.kHighsInf)
+        lp.col_upper_ = np.full(n, hs.kHighsInf)
+        lp.row_lower_ = np.full(m, -hs.kHighsInf)
+        lp.row_upper_ = np.full(m, hs.kHighsInf)
+        lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = A.indptr
+        lp.a_matrix_.index_ = A.indices
+        lp.a_matrix_.value_ = A.data
+        h.passModel(lp)
+        if self.Q is not None:
+            Ql = sp.tril(self.Q, format="csc")  # HiGHS takes the lower triangle, column-wise
+            h.passHessian(n, Ql.nnz, hs.HessianFormat.kTriangular, Ql.indptr, Ql.indices, Ql.data)
+        self._h, self._m_eq, self._m = h, G.shape[0], m
+        self._rows = np.arange(m, dtype=np.int32)
+
+    def solve(self, g, h, G=None, H=None, warm_start=None) -> SolveResult:
+        hs = self._hs
+        if G is not None or H is not None:
+            self._build(sp.csr_matrix(G if G is not None else self.G), sp.csr_matrix(H if H is not None else self.H))
+        lower = np.concatenate([g, np.full(len(h), -hs.kHighsInf)])
+        upper = np.concatenate([g, h])
+        hh = self._h
+        hh.changeRowsBounds(self._m, self._rows, lower, upper)
+        if warm_start is not None:
+            sol = hs.HighsSolution()
+            sol.col_value = np.asarray(warm_start, dtype=np.float64)
+            sol.value_valid = True
+            hh.setSolution(sol)
+        else:
+            hh.clearSolver()  # no basis carried over from another instance
+        t0 = time.perf_counter()
+        hh.run()
+        elapsed = time.perf_counter() - t0
+        status = hh.getModelStatus()
+        info = hh.getInfo()
+        if status != hs.HighsModelStatus.kOptimal:
+            return SolveResult(np.full(self.G.shape[1], np.nan), np.nan, hh.modelStatusToString(status), elapsed, 0)
+        y = np.asarray(hh.getSolution().col_value)
+        iters = int(info.simplex_iteration_count + info.ipm_iteration_count + info.qp_iteration_count)
+        return SolveResult(y, self.objective_value(y), "optimal", elapsed, iters)
+

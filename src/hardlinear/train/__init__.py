@@ -1,0 +1,1 @@
+"""Training: the task network, the trainer loop, losses."""

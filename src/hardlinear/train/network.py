@@ -1,0 +1,47 @@
+"""The paper's task network: an MLP on standardised inputs (2 x 256, ReLU, batch normalisation)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from hardlinear.constraints import InputBox
+
+
+class Standardize(nn.Module):
+    """Maps inputs drawn uniformly from the box to zero mean and unit variance (a fixed, not learnt, map)."""
+
+    def __init__(self, box: InputBox) -> None:
+        super().__init__()
+        std = (box.hi - box.lo) / math.sqrt(12.0)
+        std = np.where(std > 0, std, 1.0)
+        self.register_buffer("mean", torch.as_tensor(box.mid, dtype=torch.float32))
+        self.register_buffer("inv_std", torch.as_tensor(1.0 / std, dtype=torch.float32))
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        return (xi - self.mean) * self.inv_std
+
+
+class MLP(nn.Module):
+    """``xi: (B, k) -> (B, n_out)``: standardise, ``layers`` x (Linear, BatchNorm, ReLU), Linear."""
+
+    def __init__(self, box: InputBox, n_out: int, hidden: int = 256, layers: int = 2, batch_norm: bool = True) -> None:
+        super().__init__()
+        if hidden < 1 or layers < 0 or n_out < 1:
+            raise ValueError(f"need hidden >= 1, layers >= 0, n_out >= 1; got {hidden}, {layers}, {n_out}")
+        blocks: list[nn.Module] = [Standardize(box)]
+        width = box.k
+        for _ in range(layers):
+            blocks.append(nn.Linear(width, hidden))
+            if batch_norm:
+                blocks.append(nn.BatchNorm1d(hidden))
+            blocks.append(nn.ReLU())
+            width = hidden
+        blocks.append(nn.Linear(width, n_out))
+        self.net = nn.Sequential(*blocks)
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        return self.net(xi)

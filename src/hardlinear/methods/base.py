@@ -31,10 +31,17 @@ class Context:
     dtype: torch.dtype = torch.float32
     seed: int = 0
     progress: bool = True
+    network: dict = field(default_factory=lambda: {"hidden": 256, "layers": 2, "batch_norm": True})
     extras: dict = field(default_factory=dict)
 
     def generator(self, offset: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed + offset)
+
+    def make_mlp(self, box, n_out: int) -> nn.Module:
+        """The task network every learned method uses, sized by the ``network`` settings."""
+        from hardlinear.train.network import MLP
+
+        return MLP(box, n_out, **self.network)
 
 
 @dataclass

@@ -298,6 +298,7 @@ class DCOPF(Problem):
         quadratic_costs: str = "auto",
         name: str | None = None,
     ) -> None:
+        net = load_network(case)  # first: an unknown case name is the error to report
         if uncertainty is None:
             if case not in PAPER_UNCERTAINTY:
                 raise ValueError(
@@ -309,7 +310,6 @@ class DCOPF(Problem):
             raise ValueError(f"uncertainty must be in (0, 1); got {uncertainty}")
         if quadratic_costs not in QUADRATIC_MODES:
             raise ValueError(f"quadratic_costs must be one of {QUADRATIC_MODES}; got {quadratic_costs!r}")
-        net = load_network(case)
         self.case, self.uncertainty, self.network = case, float(uncertainty), net
         family = build_dcopf_family(net, self.uncertainty, inputs)
         nb, ng = len(net.bus_ids), len(net.gen_bus)

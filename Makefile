@@ -1,0 +1,63 @@
+# HardLinear. `make help` lists the targets. Everything runs inside .venv, created on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch that these machines keep on disk; on a GPU box install your CUDA build of torch
+# into .venv first and call `make install TORCH=` (empty: keep the torch that is there).
+TORCH ?= torch==2.13.0
+EXTRAS ?= dev,wandb,gurobi
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test test-slow lint data paper tables figures aggregate bench bench-quick sizes clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@if [ -n "$(TORCH)" ]; then $(PY) -m pip install -q "$(TORCH)"; fi
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	@touch $@
+
+install: $(VENV)/.installed  ## create .venv and install the package with its extras
+
+run: install  ## the default experiment: proposed method on dcopf_14 (no licence, no account, no network)
+	$(PY) run.py $(ARGS)
+
+test: install  ## the test suite (slow tests excluded)
+	$(PY) -m pytest -q $(ARGS)
+
+test-slow: install  ## only the slow tests
+	$(PY) -m pytest -q -m slow $(ARGS)
+
+lint: install  ## ruff
+	$(VENV)/bin/ruff check src tests scripts benchmarks run.py
+
+sizes: install  ## the paper's problem sizes beside ours
+	$(PY) scripts/sizes.py
+
+data: install  ## build the validation and test sets of the paper's problems (cached under data/cache)
+	$(PY) scripts/build_data.py
+
+paper: install  ## run every paper experiment (long: see README "Reproduce the paper")
+	$(PY) scripts/run_paper.py $(ARGS)
+
+aggregate: install  ## merge results CSVs into results/aggregated.csv
+	$(PY) scripts/aggregate.py --inputs results/runs.csv --out results/aggregated.csv
+
+tables: install  ## the paper's tables from the results CSV (results/tables/*.md, *.tex)
+	$(PY) scripts/make_tables.py --results $(or $(RESULTS),results/runs.csv) --out $(or $(OUT),results/tables)
+
+figures: install  ## figures from the results CSV (results/figures/*.png, *.pdf)
+	$(PY) scripts/make_figures.py --results $(or $(RESULTS),results/runs.csv) --out $(or $(OUT),results/figures)
+
+bench: install  ## all benchmarks (long)
+	$(PY) benchmarks/run_all.py --full
+
+bench-quick: install  ## a small version of the benchmarks (minutes)
+	$(PY) benchmarks/run_all.py --quick
+
+clean:  ## remove caches and run directories (keeps committed results)
+	rm -rf data/cache results/runs results/multirun outputs multirun .pytest_cache

@@ -1,0 +1,150 @@
+"""Datasets of inputs with reference solutions, and the on-disk cache that keeps them.
+
+A dataset is a set of inputs drawn from the box with a seeded generator, solved by the reference solver.
+It is cached under ``cache_dir`` keyed by a hash of everything that determines it (the problem's data
+fingerprint, split, size, seed, solver, format version); the file carries a SHA-256 checksum of its arrays,
+so a truncated or edited cache is detected and rebuilt with a message. Writes are atomic (temp file +
+``os.replace``): a killed build leaves no half-written cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = "1"
+# Offsets keep the splits' random streams apart for one seed.
+SPLIT_OFFSETS = {"train": 1_000, "val": 2_000, "test": 3_000}
+
+
+@dataclass
+class Dataset:
+    """Inputs ``xi: (N, k)`` with reference solutions ``y: (N, n)`` (problem's form) and objectives ``(N,)``."""
+
+    xi: torch.Tensor
+    y: torch.Tensor
+    objective: torch.Tensor
+    solve_time_s: np.ndarray
+    solver: str
+    build_time_s: float = 0.0
+    from_cache: bool = False
+
+    def __len__(self) -> int:
+        return int(self.xi.shape[0])
+
+
+def dataset_key(problem, split: str, size: int, seed: int, solver: str) -> str:
+    payload = json.dumps(
+        {"problem": problem.fingerprint(), "split": split, "size": size, "seed": seed, "solver": solver, "v": FORMAT_VERSION},
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def _checksum(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(arrays[name]).tobytes())
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_arrays(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """Atomic ``.npz`` with a checksum of the arrays stored beside them."""
+    meta = {**meta, "checksum": _checksum(arrays)}
+    buf = io.BytesIO()
+    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict] | None:
+    """The arrays and metadata of a cache file, or None (with a warning) if it is missing or corrupt."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["__meta__"]).decode())
+            arrays = {k: z[k] for k in z.files if k != "__meta__"}
+    except Exception as err:  # truncated zip, bad JSON, ...
+        log.warning("cache file %s is unreadable (%s); rebuilding it", path, err)
+        return None
+    if meta.get("checksum") != _checksum(arrays):
+        log.warning("cache file %s fails its checksum (edited or corrupt); rebuilding it", path)
+        return None
+    return arrays, meta
+
+
+def build_dataset(
+    problem,
+    split: str,
+    size: int,
+    seed: int,
+    solver: str | None = None,
+    cache_dir: str | os.PathLike | None = "data/cache",
+    progress: bool = True,
+) -> Dataset:
+    """Inputs for ``split`` with reference solutions, from the cache when a valid copy exists."""
+    if split not in SPLIT_OFFSETS:
+        raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}; got {split!r}")
+    if size < 1:
+        raise ValueError(f"dataset size must be >= 1; got {size}")
+    solver = solver or problem.default_solver()
+    path = None
+    if cache_dir is not None:
+        path = Path(cache_dir) / f"{problem.name}-{split}-{dataset_key(problem, split, size, seed, solver)}.npz"
+        cached = load_arrays(path)
+        if cached is not None:
+            a, meta = cached
+            return Dataset(
+                xi=torch.as_tensor(a["xi"]),
+                y=torch.as_tensor(a["y"]),
+                objective=torch.as_tensor(a["objective"]),
+                solve_time_s=a["solve_time_s"],
+                solver=solver,
+                build_time_s=float(meta.get("build_time_s", 0.0)),
+                from_cache=True,
+            )
+    t0 = time.perf_counter()
+    xi = problem.sample(size, generator=torch.Generator().manual_seed(seed + SPLIT_OFFSETS[split]))
+    sol = problem.solve(xi, solver=solver, progress=progress)
+    build_time = time.perf_counter() - t0
+    arrays = {"xi": xi.numpy(), "y": sol.y, "objective": sol.objective, "solve_time_s": sol.time_s}
+    if path is not None:
+        save_arrays(path, arrays, {"problem": problem.name, "split": split, "size": size, "seed": seed, "solver": solver, "build_time_s": build_time})
+        log.info("built %s %s set (%d instances, %s) in %.1f s -> %s", problem.name, split, size, solver, build_time, path)
+    return Dataset(
+        xi=xi,
+        y=torch.as_tensor(sol.y),
+        objective=torch.as_tensor(sol.objective),
+        solve_time_s=sol.time_s,
+        solver=solver,
+        build_time_s=build_time,
+    )

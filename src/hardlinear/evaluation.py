@@ -1,0 +1,88 @@
+"""Test-set evaluation: the paper's metrics in float64 and the timing protocol (DESIGN.md section 4).
+
+Timing protocol:
+* ``test/time_ms``: mean wall milliseconds per instance, passing the test instances one at a time (batch 1),
+  after ``warmup`` untimed calls, synchronising CUDA around each call when the method runs on a GPU. Methods
+  that report their own per-instance solver time (``Prediction.extras["time_s"]``, the optimizer) use it, as
+  the paper reports the solver's time.
+* ``test/throughput``: instances per second of one call on a batch of ``throughput_batch`` fresh inputs;
+  for methods that cannot batch (``method.batched`` False: per-instance solvers) it is ``1000 / time_ms``.
+* ``test/iterations``: mean correction iterations on the test set (1 for one-shot methods).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hardlinear.data import Dataset
+from hardlinear.methods.base import Context, Method
+from hardlinear.metrics import instance_metrics, summarize
+
+
+@dataclass
+class EvalConfig:
+    warmup: int = 10
+    """Untimed calls before the batch-1 timing."""
+    time_instances: int | None = None
+    """Time only the first N test instances at batch 1 (None: all of them)."""
+    throughput_batch: int = 4096
+    """Batch size of the throughput measurement (0 disables it)."""
+
+
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_batch1(method: Method, xi: torch.Tensor, cfg: EvalConfig, device: str) -> tuple[float, np.ndarray | None]:
+    """Mean milliseconds per instance at batch 1, and the method's own per-instance times if it reports them."""
+    n = xi.shape[0] if cfg.time_instances is None else min(cfg.time_instances, xi.shape[0])
+    for i in range(min(cfg.warmup, n)):
+        method.predict(xi[i : i + 1])
+    _sync(device)
+    walls, own = [], []
+    for i in range(n):
+        _sync(device)
+        t0 = time.perf_counter()
+        pred = method.predict(xi[i : i + 1])
+        _sync(device)
+        walls.append(time.perf_counter() - t0)
+        if "time_s" in pred.extras:
+            own.append(float(np.sum(pred.extras["time_s"])))
+    own_arr = np.array(own) if len(own) == n else None
+    ms = 1000.0 * (own_arr.mean() if own_arr is not None else float(np.mean(walls)))
+    return float(ms), own_arr
+
+
+def throughput(method: Method, problem, ctx: Context, cfg: EvalConfig, time_ms: float) -> float:
+    if not getattr(method, "batched", True) or cfg.throughput_batch <= 0:
+        return 1000.0 / time_ms if time_ms > 0 else float("nan")
+    xi = problem.sample(cfg.throughput_batch, generator=ctx.generator(offset=31)).to(ctx.device, ctx.dtype)
+    method.predict(xi[: min(64, len(xi))])
+    _sync(ctx.device)
+    t0 = time.perf_counter()
+    method.predict(xi)
+    _sync(ctx.device)
+    return cfg.throughput_batch / (time.perf_counter() - t0)
+
+
+@torch.no_grad()
+def evaluate_method(method: Method, problem, test: Dataset, ctx: Context, cfg: EvalConfig) -> dict[str, float]:
+    """All ``test/...`` metrics of a set-up (and trained) method."""
+    method.eval()
+    xi = test.xi.to(ctx.device, ctx.dtype)
+    pred = method.predict(xi)
+    per_instance = instance_metrics(problem, test.xi, pred.y, test.objective)
+    out = summarize(per_instance, "test")
+    out["test/iterations"] = float(pred.iterations.double().mean())
+    alpha = pred.extras.get("alpha")
+    out["test/alpha_one_frac"] = float((alpha >= 1.0).double().mean()) if alpha is not None else float("nan")
+    out["test/out_of_domain"] = float(pred.extras.get("out_of_domain", torch.zeros(1)).sum())
+    ms, _ = time_batch1(method, xi, cfg, ctx.device)
+    out["test/time_ms"] = ms
+    out["test/throughput"] = throughput(method, problem, ctx, cfg, ms)
+    return out

@@ -1,0 +1,168 @@
+"""The training loop every learned method shares; reads top to bottom.
+
+An epoch is ``batches_per_epoch`` batches of fresh inputs drawn from the box (the paper's code), or of a fixed
+training set when ``train_size`` is set. Phases: MSE pre-training to ``method.pretrain_target`` for the first
+``pretrain_epochs`` (when the method has a target), then the method's own loss; supervised methods are fit by
+MSE to reference solutions throughout. Validation after every epoch; the best checkpoint of the last phase
+(lowest validation loss) is restored at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from hardlinear.data import Dataset
+from hardlinear.methods.base import Context, Method
+from hardlinear.metrics import evaluate
+
+log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class TrainerConfig:
+    """Settings of the loop; the defaults are the paper's (its appendix)."""
+
+    epochs: int = 300
+    """Total epochs, pre-training included (paper: 300 DC-OPF, 500 portfolio)."""
+    pretrain_epochs: int = 100
+    """Epochs of MSE to the method's pre-training target (paper: 100 DC-OPF, 150 portfolio); 0 disables."""
+    batches_per_epoch: int = 20
+    """Batches per epoch (the paper's code draws 20 fresh batches)."""
+    batch_size: int = 64
+    lr: float = 1e-4
+    weight_decay: float = 1e-8
+    """Adam's weight decay (1e-8 in the paper's code)."""
+    train_size: int | None = None
+    """None: fresh inputs every batch. An integer: a fixed training set of that size, sampled with replacement."""
+    supervised_size: int = 1000
+    """Instances solved to fit supervised methods (post-projection, the optimizer's warm start)."""
+    grad_clip: float | None = None
+    """Clip the gradient norm (None: no clipping, as the paper)."""
+    val_every: int = 1
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 0 or self.pretrain_epochs < 0:
+            raise ValueError(f"epochs and pretrain_epochs must be >= 0; got {self.epochs}, {self.pretrain_epochs}")
+        if self.pretrain_epochs > self.epochs:
+            raise ValueError(f"pretrain_epochs ({self.pretrain_epochs}) cannot exceed epochs ({self.epochs})")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size must be >= 2 (batch normalisation); got {self.batch_size}")
+        if self.batches_per_epoch < 1 or self.lr <= 0:
+            raise ValueError("batches_per_epoch must be >= 1 and lr > 0")
+
+
+@dataclass
+class TrainResult:
+    time_s: float = 0.0
+    best_epoch: int = -1
+    best_val_loss: float = math.inf
+    history: list[dict] = field(default_factory=list)
+
+
+def _batch(problem, cfg: TrainerConfig, gen: torch.Generator, ctx: Context, pool: Dataset | None, fixed: torch.Tensor | None):
+    """One batch of inputs (and reference solutions for supervised fitting)."""
+    if pool is not None:
+        idx = torch.randint(0, len(pool), (cfg.batch_size,), generator=gen)
+        return pool.xi[idx].to(ctx.device, ctx.dtype), pool.y[idx].to(ctx.device, ctx.dtype)
+    if fixed is not None:
+        idx = torch.randint(0, fixed.shape[0], (cfg.batch_size,), generator=gen)
+        return fixed[idx].to(ctx.device, ctx.dtype), None
+    return problem.sample(cfg.batch_size, generator=gen).to(ctx.device, ctx.dtype), None
+
+
+def _phase_loss(method: Method, phase: str, xi: torch.Tensor, y_ref: torch.Tensor | None) -> torch.Tensor:
+    if phase == "supervised":
+        pred = method.regress(xi)
+        return F.mse_loss(pred, y_ref.to(pred.dtype))
+    if phase == "pretrain":
+        pred = method.regress(xi)
+        with torch.no_grad():
+            target = method.pretrain_target(xi)
+        return F.mse_loss(pred, target.to(pred.dtype))
+    return method.loss(xi, method(xi))
+
+
+def train(
+    method: Method,
+    problem,
+    val: Dataset,
+    cfg: TrainerConfig,
+    ctx: Context,
+    loggers=None,
+    supervised: Dataset | None = None,
+) -> TrainResult:
+    """Fit ``method`` in place; returns timings and the per-epoch history."""
+    from tqdm.auto import tqdm
+
+    result = TrainResult()
+    if not method.trainable or cfg.epochs == 0:
+        return result
+    if method.supervised and supervised is None:
+        raise ValueError(f"{method.name} is supervised: pass the solved training set")
+    gen = ctx.generator(offset=17)
+    fixed = problem.sample(cfg.train_size, generator=ctx.generator(offset=23)) if cfg.train_size else None
+    optimizer = torch.optim.Adam(method.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    has_pretrain = cfg.pretrain_epochs > 0 and not method.supervised
+    if has_pretrain:
+        with torch.no_grad():
+            has_pretrain = method.pretrain_target(problem.sample(2, generator=ctx.generator(1))) is not None
+    val_xi = val.xi.to(ctx.device, ctx.dtype)
+    best_state = None
+    t_start = time.perf_counter()
+    bar = tqdm(range(cfg.epochs), desc=f"train {method.name}", disable=not (cfg.progress and ctx.progress), leave=False)
+    for epoch in bar:
+        phase = "supervised" if method.supervised else ("pretrain" if has_pretrain and epoch < cfg.pretrain_epochs else "train")
+        # --- training ---
+        method.train()
+        running = 0.0
+        for _ in range(cfg.batches_per_epoch):
+            xi, y_ref = _batch(problem, cfg, gen, ctx, supervised if phase == "supervised" else None, fixed)
+            loss = _phase_loss(method, phase, xi, y_ref)
+            if not torch.isfinite(loss):
+                where = f"the best checkpoint so far is from epoch {result.best_epoch}" if result.best_epoch >= 0 else "no checkpoint was kept yet"
+                raise TrainingDiverged(f"{method.name}: loss is {loss.item()} at epoch {epoch} ({phase}); {where}")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(method.parameters(), cfg.grad_clip)
+            optimizer.step()
+            running += loss.item()
+        record = {"epoch": epoch, "phase": phase, "train/loss": running / cfg.batches_per_epoch}
+        record.update({f"train/{k}": v for k, v in method.after_epoch(epoch).items()})
+        # --- validation (not timed) ---
+        if (epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1:
+            method.eval()
+            with torch.no_grad():
+                val_loss = _phase_loss(method, phase, val_xi, val.y.to(ctx.device, ctx.dtype)).item()
+                pred = method.predict(val_xi)
+            metrics = evaluate(problem, val.xi, pred.y, val.objective, split="val")
+            metrics["val/iterations"] = float(pred.iterations.double().mean())
+            record.update(metrics)
+            record["val/loss"] = val_loss
+            last_phase = phase == ("supervised" if method.supervised else "train") or not has_pretrain
+            if phase == "pretrain" and epoch == cfg.pretrain_epochs - 1:
+                result.best_val_loss = math.inf  # selection restarts with the objective phase
+            if last_phase and val_loss < result.best_val_loss:
+                result.best_val_loss, result.best_epoch = val_loss, epoch
+                best_state = copy.deepcopy(method.state_dict())
+            bar.set_postfix({"gap": f"{metrics['val/gap_mean']:.2f}%", "ineq": f"{metrics['val/ineq_viol_mean']:.1e}", "phase": phase})
+        result.history.append(record)
+        if loggers is not None:
+            loggers.log_epoch(epoch, record)
+    if best_state is not None:
+        method.load_state_dict(best_state)
+    method.eval()
+    result.time_s = time.perf_counter() - t_start
+    return result

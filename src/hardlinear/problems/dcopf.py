@@ -7,7 +7,11 @@ Variables (compact form): ``[theta (buses) | pg (in-service generators) | pf (in
 
 Equalities, in this order:
   reference angle ``theta_ref = 0``; nodal balance ``sum pg - sum pf_out + sum pf_in = pd(x) + gs``;
-  flow definitions ``pf = b (theta_f - theta_t - shift)`` with ``b = 1 / (x tap)`` as MATPOWER's makeBdc;
+  flow definitions ``pf = b (theta_f - theta_t - shift)``, where the series susceptance ``b`` follows the
+  ``susceptance`` convention: ``"paper"`` (default) ``b = x / (r^2 + x^2) = -Im(1 / (r + j x))`` with tap
+  ratios ignored, as PowerModels' DC model and the paper's published data (checked entry by entry in
+  ``tests/test_paper_data.py``); ``"matpower"`` ``b = 1 / (x tap)`` as MATPOWER's makeBdc and pandapower's
+  DC power flow;
   generators with ``pmin = pmax`` fixed at that value (written as two inequalities they would force the
   decision rule's margin to zero).
 Inequalities, each as an (upper, lower) pair of rows:
@@ -60,6 +64,7 @@ MATPOWER_QUADRATIC_SOURCE = {
 }
 
 INPUT_MODES = ("all_buses", "loaded_buses")
+SUSCEPTANCES = ("paper", "matpower")
 QUADRATIC_MODES = ("auto", "pglib", "matpower")
 
 
@@ -87,7 +92,10 @@ class Network:
     cost_c2: np.ndarray  # $/MW^2h
     f_bus: np.ndarray  # (nl,) positions
     t_bus: np.ndarray
-    b: np.ndarray  # series susceptance 1 / (x tap)
+    b: np.ndarray  # series susceptance 1 / (x tap) (MATPOWER's makeBdc); see branch_susceptance
+    r: np.ndarray  # series resistance, p.u.
+    x: np.ndarray  # series reactance, p.u.
+    tap: np.ndarray  # off-nominal tap ratio (1 where MATPOWER writes 0)
     shift: np.ndarray  # rad
     rate_a: np.ndarray  # p.u., 0 = unlimited
     angmin: np.ndarray  # rad
@@ -154,6 +162,9 @@ def load_network(case: str) -> Network:
         f_bus=np.array([pos[int(b)] for b in br["F_BUS"].to_numpy()[br_on]]),
         t_bus=np.array([pos[int(b)] for b in br["T_BUS"].to_numpy()[br_on]]),
         b=1.0 / (x * tap),
+        r=br["BR_R"].to_numpy(dtype=float)[br_on],
+        x=x,
+        tap=tap,
         shift=np.deg2rad(br["SHIFT"].to_numpy(dtype=float)[br_on]),
         rate_a=br["RATE_A"].to_numpy(dtype=float)[br_on] / base,
         angmin=np.deg2rad(br["ANGMIN"].to_numpy(dtype=float)[br_on]),
@@ -196,6 +207,16 @@ def matpower_quadratic_costs(net: Network) -> np.ndarray:
     return c2
 
 
+def branch_susceptance(net: Network, convention: str = "paper") -> np.ndarray:
+    """Series susceptance per branch: ``"paper"`` ``x / (r^2 + x^2)`` (taps ignored; PowerModels' DC model,
+    the paper's data), ``"matpower"`` ``1 / (x tap)`` (makeBdc, pandapower's DC power flow)."""
+    if convention == "paper":
+        return net.x / (net.r**2 + net.x**2)
+    if convention == "matpower":
+        return net.b
+    raise ValueError(f"susceptance must be one of {SUSCEPTANCES}; got {convention!r}")
+
+
 def _angle_pairs(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One angle-difference expression per connected bus pair, with the tightest limits of its branches."""
     pairs: dict[tuple[int, int], list[float]] = {}
@@ -217,10 +238,13 @@ def _angle_pairs(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return f, t, lo, hi
 
 
-def build_dcopf_family(net: Network, uncertainty: float, inputs: str = "all_buses") -> JointlyLinearFamily:
+def build_dcopf_family(
+    net: Network, uncertainty: float, inputs: str = "all_buses", susceptance: str = "paper"
+) -> JointlyLinearFamily:
     """The compact family ``G y = B_eq x, H y <= B_ineq x`` of a DC-OPF network."""
     if inputs not in INPUT_MODES:
         raise ValueError(f"inputs must be one of {INPUT_MODES}; got {inputs!r}")
+    b = branch_susceptance(net, susceptance)
     nb, ng, nl = len(net.bus_ids), len(net.gen_bus), len(net.f_bus)
     n = nb + ng + nl
     th, pg, pf = np.arange(nb), nb + np.arange(ng), nb + ng + np.arange(nl)
@@ -249,7 +273,7 @@ def build_dcopf_family(net: Network, uncertainty: float, inputs: str = "all_buse
         if bus in input_of_bus and net.pd[bus] != 0:
             rhs_input.append((r, input_of_bus[bus], uncertainty * net.pd[bus]))
     for l in range(nl):
-        add_row([(pf[l], 1.0), (th[net.f_bus[l]], -net.b[l]), (th[net.t_bus[l]], net.b[l])], -net.b[l] * net.shift[l])
+        add_row([(pf[l], 1.0), (th[net.f_bus[l]], -b[l]), (th[net.t_bus[l]], b[l])], -b[l] * net.shift[l])
     fixed = np.flatnonzero(net.pmin == net.pmax)
     for g in fixed:
         add_row([(pg[g], 1.0)], net.pmin[g])
@@ -296,6 +320,7 @@ class DCOPF(Problem):
         uncertainty: float | None = None,
         inputs: str = "all_buses",
         quadratic_costs: str = "auto",
+        susceptance: str = "paper",
         name: str | None = None,
     ) -> None:
         net = load_network(case)  # first: an unknown case name is the error to report
@@ -310,8 +335,11 @@ class DCOPF(Problem):
             raise ValueError(f"uncertainty must be in (0, 1); got {uncertainty}")
         if quadratic_costs not in QUADRATIC_MODES:
             raise ValueError(f"quadratic_costs must be one of {QUADRATIC_MODES}; got {quadratic_costs!r}")
+        if susceptance not in SUSCEPTANCES:
+            raise ValueError(f"susceptance must be one of {SUSCEPTANCES}; got {susceptance!r}")
         self.case, self.uncertainty, self.network = case, float(uncertainty), net
-        family = build_dcopf_family(net, self.uncertainty, inputs)
+        self.susceptance = susceptance
+        family = build_dcopf_family(net, self.uncertainty, inputs, susceptance)
         nb, ng = len(net.bus_ids), len(net.gen_bus)
         c = np.zeros(family.n)
         c[nb : nb + ng] = net.cost_c1 * net.base_mva

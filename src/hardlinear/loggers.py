@@ -1,0 +1,188 @@
+"""Per-run loggers with one interface: a CSV log that is always on, and W&B when asked.
+
+Methods: ``log_config(dict)``, ``log_epoch(epoch, metrics)``, ``log_final(metrics)``, ``log_table(name, df)``,
+``finish()``. Metric keys are the project's ``split/metric`` names, unchanged, so the CSV log, W&B and the
+results CSV agree. W&B runs offline unless ``mode`` or ``$WANDB_MODE`` says otherwise (no account needed;
+``wandb sync <run dir>/wandb/offline-run-*`` uploads later), and wandb is imported only when used.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+WANDB_MISSING = "the W&B logger needs wandb: pip install 'hardlinear[wandb]' (or use logger=csv)"
+
+
+def _plain(value: Any) -> Any:
+    """Python scalars from numpy / torch scalars; everything else as is."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    return value
+
+
+def _numeric(metrics: Mapping[str, Any]) -> dict[str, float | int]:
+    out = {}
+    for k, v in metrics.items():
+        v = _plain(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = v
+    return out
+
+
+def _json_default(value: Any) -> Any:
+    value = _plain(value)
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
+
+class CSVLogger:
+    """``<run_dir>/epochs.csv`` (one row per epoch: epoch, phase, train/loss, val/...), ``config.json``,
+    ``final.json`` and ``tables/<name>.csv``. Each epoch is flushed, so a killed run keeps its log; a key that
+    first appears mid-run widens the header (the small file is rewritten)."""
+
+    LEADING = ("epoch", "phase", "train/loss")
+
+    def __init__(self, run_dir: str | os.PathLike, **_: Any) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "epochs.csv"
+        self.columns: list[str] = []
+        self.rows: list[dict[str, Any]] = []
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        (self.run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=_json_default))
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, Any]) -> None:
+        row = {"epoch": int(epoch), **{k: _plain(v) for k, v in metrics.items() if k != "epoch"}}
+        self.rows.append(row)
+        new = [k for k in row if k not in self.columns]
+        if new:
+            self.columns = [c for c in self.LEADING if c in self.columns or c in row]
+            self.columns += sorted({k for r in self.rows for k in r} - set(self.columns))
+            self._write(self.rows, header=True, mode="w")
+        else:
+            self._write([row], header=False, mode="a")
+
+    def _write(self, rows: Sequence[Mapping[str, Any]], header: bool, mode: str) -> None:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        if header:
+            writer.writerow(self.columns)
+        for r in rows:
+            writer.writerow(["" if r.get(c) is None else _cell(r.get(c)) for c in self.columns])
+        with open(self.path, mode, newline="") as f:
+            f.write(buf.getvalue())
+            f.flush()
+
+    def log_final(self, metrics: Mapping[str, Any]) -> None:
+        data = {k: _plain(v) for k, v in metrics.items()}
+        (self.run_dir / "final.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default))
+
+    def log_table(self, name: str, dataframe) -> None:
+        folder = self.run_dir / "tables"
+        folder.mkdir(exist_ok=True)
+        dataframe.to_csv(folder / f"{name}.csv", index=False)
+
+    def finish(self) -> None:
+        """Nothing is held open; kept for the common interface."""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class WandbLogger:
+    """A W&B run in ``run_dir`` (``<run_dir>/wandb/...``); ``mode`` None means ``$WANDB_MODE`` or offline."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        project: str = "hardlinear",
+        mode: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        group: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> None:
+        mode = mode or os.environ.get("WANDB_MODE") or "offline"
+        if mode not in ("offline", "online", "disabled", "shared"):
+            raise ValueError(f"W&B mode must be offline, online, shared or disabled; got {mode!r}")
+        try:
+            import wandb
+        except ImportError as err:
+            raise ImportError(WANDB_MISSING) from err
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._wandb = wandb
+        self.run = wandb.init(
+            dir=str(self.run_dir), project=project, mode=mode, config=dict(config) if config else None, name=name,
+            group=group, tags=list(tags) if tags else None, settings=wandb.Settings(console="off"),
+        )
+        self.run.define_metric("epoch")
+        for prefix in ("train/*", "val/*"):
+            self.run.define_metric(prefix, step_metric="epoch")
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        self.run.config.update(dict(config), allow_val_change=True)
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, Any]) -> None:
+        """Numeric values only (``phase`` and other strings stay in the CSV log)."""
+        self.run.log({**_numeric(metrics), "epoch": int(epoch)})
+
+    def log_final(self, metrics: Mapping[str, Any]) -> None:
+        self.run.summary.update(_numeric(metrics))
+
+    def log_table(self, name: str, dataframe) -> None:
+        self.run.log({name: self._wandb.Table(dataframe=dataframe)})
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+LOGGERS = {"csv": CSVLogger, "wandb": WandbLogger}
+
+
+class MultiLogger:
+    """Forwards every call to each of its loggers, in order."""
+
+    def __init__(self, loggers: Sequence[Any]) -> None:
+        self.loggers = list(loggers)
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        for lg in self.loggers:
+            lg.log_config(config)
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, Any]) -> None:
+        for lg in self.loggers:
+            lg.log_epoch(epoch, metrics)
+
+    def log_final(self, metrics: Mapping[str, Any]) -> None:
+        for lg in self.loggers:
+            lg.log_final(metrics)
+
+    def log_table(self, name: str, dataframe) -> None:
+        for lg in self.loggers:
+            lg.log_table(name, dataframe)
+
+    def finish(self) -> None:
+        for lg in self.loggers:
+            lg.finish()
+
+
+def make_loggers(names: Sequence[str], run_dir: str | os.PathLike, **kwargs: Any) -> MultiLogger:
+    """Loggers by name (``csv``, ``wandb``); ``kwargs`` (project, mode, config, name, group, tags) go to the
+    loggers that take them (the CSV logger takes none)."""
+    if isinstance(names, str):
+        names = [names]
+    unknown = [n for n in names if n not in LOGGERS]
+    if unknown:
+        raise ValueError(f"unknown logger(s) {unknown}; choose from {sorted(LOGGERS)}")
+    return MultiLogger([LOGGERS[n](run_dir, **kwargs) for n in dict.fromkeys(names)])

@@ -2,14 +2,19 @@
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from hardlinear.harness import run
+    from hardlinear.harness import run, run_in_sweep
 
-    run(cfg, HydraConfig.get().runtime.output_dir)
+    hc = HydraConfig.get()
+    if hc.mode == RunMode.MULTIRUN:
+        run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
+    else:
+        run(cfg, hc.runtime.output_dir)
 
 
 if __name__ == "__main__":

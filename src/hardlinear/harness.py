@@ -102,6 +102,15 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
 
     loggers = results_loggers(cfg, run_dir, config)
     try:
+        row = _execute(cfg, problem, method, ctx, identity, loggers, csv_path)
+    finally:
+        loggers.finish()  # also on errors: an offline W&B run is closed, not left open
+    return row
+
+
+def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, loggers, csv_path: str) -> dict | None:
+    run_dir = Path(identity["run_dir"])
+    try:
         # --- data: validation and test sets with reference solutions (cached) ---
         val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
         test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
@@ -120,10 +129,11 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
         reason = str(err).splitlines()[0]
         print(f"[hardlinear] SKIPPED {problem.name}/{method.name} {identity['variant']}: {reason}", file=sys.stderr, flush=True)
         results.record_skip(csv_path, {**identity, "timestamp": _now()}, reason)
-        loggers.finish()
         return None
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
+    if 0 <= fit.best_epoch < len(fit.history):  # validation figures of the kept checkpoint (model selection)
+        metrics.update({k: v for k, v in fit.history[fit.best_epoch].items() if k.startswith("val/")})
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())
 
@@ -131,7 +141,6 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     atomic_write_bytes(run_dir / "metrics.json", json.dumps(row, indent=2, default=float).encode())
     results.append_row(csv_path, row)
     loggers.log_final(metrics)
-    loggers.finish()
     print(
         f"[hardlinear] done {problem.name}/{method.name}: gap {metrics['test/gap_mean']:.3f}% "
         f"(worst {metrics['test/gap_worst']:.3f}), eq {metrics['test/eq_viol_worst']:.1e}, "
@@ -155,3 +164,24 @@ def results_loggers(cfg: DictConfig, run_dir: Path, config: dict):
     return loggers
 
 
+
+
+def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
+    """``run`` for one job of a sweep: an error is printed with its traceback and recorded as a skipped
+    run (with the reason), so the other runs of the sweep go on."""
+    import traceback
+
+    try:
+        return run(cfg, run_dir)
+    except Exception as err:  # noqa: BLE001 - the sweep must outlive one broken run
+        traceback.print_exc()
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        print(f"[hardlinear] FAILED run in {run_dir}: {reason}", file=sys.stderr, flush=True)
+        identity = {
+            "problem": cfg.problem.name, "objective": cfg.problem.get("objective", ""), "form": cfg.problem.get("form", ""),
+            "method": cfg.method.get("name", ""), "variant": cfg.method.get("solver", ""), "seed": int(cfg.seed),
+            "penalty": cfg.method.get("penalty", ""), "experiment": str(cfg.experiment or ""),
+            "run_dir": str(run_dir), "config_hash": results.config_hash(resolved_dict(cfg)), "timestamp": _now(),
+        }
+        results.record_skip(str(cfg.results_csv), identity, reason)
+        return None

@@ -38,7 +38,10 @@ def instance_metrics(problem, xi: torch.Tensor, y: torch.Tensor, y_opt_objective
     eq_rel = eq.norm(dim=1) / (1.0 + g.norm(dim=1))
     ineq_pos = ineq.clamp(min=0.0)
     ineq_rel = ineq_pos.norm(dim=1) / (1.0 + h.norm(dim=1))
-    max_abs = torch.maximum(eq.abs().amax(dim=1, initial=0.0) if eq.shape[1] else torch.zeros_like(f), ineq_pos.amax(dim=1))
+    zeros = torch.zeros_like(f)
+    eq_max = eq.abs().amax(dim=1) if eq.shape[1] else zeros
+    ineq_max = ineq_pos.amax(dim=1) if ineq.shape[1] else zeros
+    max_abs = torch.maximum(eq_max, ineq_max)
     return {
         "gap": gap.numpy(),
         "eq_viol": eq_rel.numpy(),

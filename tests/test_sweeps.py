@@ -1,0 +1,59 @@
+"""Sweeps end to end through run.py: resume after a kill, and the submitit launcher (local executor)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# A cheap method that needs no decision rule: the soft-penalty network, smoke-trained.
+BASE = ["problem=dcopf_14", "method=penalty", "trainer=fast", "eval.throughput_batch=256", "progress=false", "data.val_size=16", "data.test_size=16"]
+
+
+def sweep_cmd(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "run.py", "-m", *BASE,
+        f"results_csv={tmp_path / 'runs.csv'}", f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}", *extra,
+    ]
+
+
+def rows(tmp_path: Path) -> pd.DataFrame:
+    path = tmp_path / "runs.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["seed", "config_hash"])
+
+
+def test_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
+    seeds = "seed=0,1,2,3"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(sweep_cmd(tmp_path, seeds), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(rows(tmp_path)) < 2 and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-sweep, typically inside the third run
+    proc.wait()
+    before = rows(tmp_path)
+    assert 2 <= len(before) < 4, f"the kill came too late or too early: {len(before)} rows"
+    done = subprocess.run(sweep_cmd(tmp_path, seeds), cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = rows(tmp_path)
+    assert sorted(after["seed"].tolist()) == [0, 1, 2, 3]
+    assert after["config_hash"].is_unique
+    assert "already recorded" in done.stdout  # the finished runs were skipped, not redone
+    assert set(before["config_hash"]) <= set(after["config_hash"])
+
+
+@pytest.mark.parametrize("launcher", ["submitit_local", pytest.param("joblib", marks=pytest.mark.slow)])
+def test_parallel_launchers_record_every_run(tmp_path, launcher):
+    extra = ["seed=0,1", f"hydra/launcher={launcher}"]
+    extra += ["hydra.launcher.timeout_min=10"] if launcher == "submitit_local" else ["hydra.launcher.n_jobs=2"]
+    done = subprocess.run(sweep_cmd(tmp_path, *extra), cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = rows(tmp_path)
+    assert sorted(got["seed"].tolist()) == [0, 1]
+    assert (got["status"] == "ok").all()

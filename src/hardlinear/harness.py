@@ -26,6 +26,7 @@ from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, evaluate_method
 from hardlinear.methods.base import Context
 from hardlinear.problems import build_problem
+from hardlinear.schemas import validate_config
 from hardlinear.solvers import SolverUnavailable
 from hardlinear.train.trainer import TrainerConfig, train
 
@@ -66,6 +67,7 @@ def resolved_dict(cfg: DictConfig) -> dict:
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     """Execute one configured run; returns the results row, or None when skipped."""
+    validate_config(cfg)  # before any work: bad keys, types, ranges and choices fail here
     run_dir = Path(run_dir)
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators

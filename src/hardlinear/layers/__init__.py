@@ -1,0 +1,24 @@
+"""The library face: decision rules (safe networks), and the layers built on them."""
+
+from hardlinear.layers.decision_rule import (
+    DecisionRule,
+    DecisionRuleInfeasible,
+    max_uncertainty,
+    solve_decision_rule,
+)
+from hardlinear.layers.equality import EqualityProjector
+from hardlinear.layers.feasibility import FeasibilityLayer
+from hardlinear.layers.robust_lp import RuleSolution, solve_robust_lp
+from hardlinear.layers.robust_sdp import solve_robust_sdp
+
+__all__ = [
+    "DecisionRule",
+    "DecisionRuleInfeasible",
+    "EqualityProjector",
+    "FeasibilityLayer",
+    "RuleSolution",
+    "max_uncertainty",
+    "solve_decision_rule",
+    "solve_robust_lp",
+    "solve_robust_sdp",
+]

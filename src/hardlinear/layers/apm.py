@@ -1,0 +1,105 @@
+"""Alternating projections (APM) and their extrapolated variant (EAPM) in the paper's standard form.
+
+In the standard form the feasible set is ``V ∩ C`` with the affine set ``V = {(y, s) : G y = g, H y + s = h}``
+and the convex set ``C = {(y, s) : s >= 0}``, whose projection clamps the slacks at zero. ``P_V`` is the
+orthogonal projection onto ``V`` (:class:`hardlinear.layers.equality.EqualityProjector`, or any module with the
+same ``forward(xi, y) -> y``).
+
+Both methods start from ``x_0 = P_V(y_net)`` and keep every iterate in ``V`` (equalities exact); an instance
+stops once its largest slack violation ``max_i max(-s_i, 0)`` (= the largest violation of ``H y <= h``) is
+``<= tol``, or after ``max_iter`` iterations. One iteration is one ``P_C`` and one ``P_V``:
+
+* APM:  ``x_{t+1} = P_V P_C x_t``.
+* EAPM (Bauschke, Combettes & Kruk 2006, "Extrapolation algorithm for affine-convex feasibility problems",
+  with one affine set and one convex set): with ``p = P_C x_t`` and ``q = P_V p``,
+
+      x_{t+1} = x_t + lambda * L_t * (q - x_t),     L_t = ||p - x_t||^2 / ||q - x_t||^2  (>= 1).
+
+  Why it is safe: for ``x_t`` in ``V``, the half-space ``{z : <z - p, x_t - p> <= 0}`` contains ``C`` and its
+  trace on ``V`` is ``{z in V : <z - x_t, x_t - q> <= -||x_t - p||^2}``; ``x_t + L_t (q - x_t)`` is exactly the
+  projection of ``x_t`` onto that trace, so every step with ``lambda`` in ``(0, 2)`` moves no farther from any
+  point of ``V ∩ C`` (Fejér monotone) and stays in ``V``; ``L_t = 1`` is the APM step.
+  Safeguard: ``L_t`` is clipped to ``[1, max_extrapolation]`` and set to 1 when ``||q - x_t|| = 0`` (then
+  ``x_t`` is a fixed point of ``P_V P_C``: feasible, or ``V ∩ C`` is empty and no step helps). The clip bounds
+  a step by ``sqrt(max_extrapolation)`` times the distance to ``C``, where ``V ∩ C`` is empty or rounding
+  makes ``||q - x_t||`` unreliable. The extrapolated point is passed through ``P_V`` once more: a no-op in
+  exact arithmetic, but without it the rounding residual of ``x_t`` grows by ``|1 - lambda L_t|`` per
+  iteration (measured: equality residuals of 4e-4 after 65 iterations on the portfolio). So an EAPM
+  iteration costs two ``P_V``, an APM iteration one.
+
+``iterations`` per instance counts the iterations after ``x_0`` (0 when ``P_V(y_net)`` is already within
+``tol``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+# ||q - x||^2 at or below this (relative to ||p - x||^2) counts as zero: no extrapolation.
+TINY = 1e-30
+
+
+class AlternatingProjection(nn.Module):
+    """``xi: (B, k), y: (B, n) -> (y: (B, n), iterations: (B,))``; slacks are ``y[:, slack_start:]``."""
+
+    def __init__(
+        self,
+        projector: nn.Module,
+        slack_start: int,
+        tol: float = 1e-4,
+        max_iter: int = 300,
+        extrapolate: bool = False,
+        relaxation: float = 1.0,
+        max_extrapolation: float = 1e4,
+    ) -> None:
+        super().__init__()
+        if slack_start < 0:
+            raise ValueError(f"slack_start must be >= 0; got {slack_start}")
+        if tol < 0 or max_iter < 0:
+            raise ValueError(f"need tol >= 0 and max_iter >= 0; got tol={tol}, max_iter={max_iter}")
+        if not 0.0 < relaxation < 2.0:
+            raise ValueError(f"relaxation must be in (0, 2) for the extrapolated step to be Fejér; got {relaxation}")
+        if max_extrapolation < 1.0:
+            raise ValueError(f"max_extrapolation must be >= 1; got {max_extrapolation}")
+        self.projector = projector
+        self.slack_start = int(slack_start)
+        self.tol, self.max_iter = float(tol), int(max_iter)
+        self.extrapolate, self.relaxation = bool(extrapolate), float(relaxation)
+        self.max_extrapolation = float(max_extrapolation)
+
+    def violation(self, y: torch.Tensor) -> torch.Tensor:
+        """``(B, n) -> (B,)``: largest ``max(-s, 0)``."""
+        s = y[:, self.slack_start :]
+        return (-s).clamp(min=0.0).amax(dim=1) if s.shape[1] else y.new_zeros(y.shape[0])
+
+    def project_c(self, y: torch.Tensor) -> torch.Tensor:
+        """``P_C``: clamp the slacks at zero."""
+        return torch.cat([y[:, : self.slack_start], y[:, self.slack_start :].clamp(min=0.0)], dim=1)
+
+    def step(self, xi: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """One APM or EAPM iteration from ``x`` in ``V``."""
+        p = self.project_c(x)
+        q = self.projector(xi, p)
+        if not self.extrapolate:
+            return q
+        d_pc = ((p - x) ** 2).sum(dim=1)
+        d_q = ((q - x) ** 2).sum(dim=1)
+        moved = d_q > TINY * d_pc.clamp(min=TINY)
+        L = torch.where(moved, d_pc / d_q.clamp(min=TINY), torch.ones_like(d_q))
+        L = L.clamp(min=1.0, max=self.max_extrapolation)
+        # In exact arithmetic the step stays in V; in floating point it scales x's own residual by (1 - L)
+        # every iteration, which compounds, so the step is projected onto V again.
+        return self.projector(xi, x + (self.relaxation * L).unsqueeze(1) * (q - x))
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.projector(xi, y)
+        iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
+        active = self.violation(x) > self.tol
+        for _ in range(self.max_iter):
+            if not bool(active.any()):
+                break
+            x = torch.where(active.unsqueeze(1), self.step(xi, x), x)
+            iterations = iterations + active.long()
+            active = active & (self.violation(x) > self.tol)
+        return x, iterations

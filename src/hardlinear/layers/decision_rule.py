@@ -1,0 +1,480 @@
+"""The safe network: an affine decision rule computed offline once per problem (paper section 4).
+
+:func:`solve_decision_rule` picks the robust LP (:mod:`hardlinear.layers.robust_lp`, jointly linear
+families) or the SDP (:mod:`hardlinear.layers.robust_sdp`, input-dependent left-hand sides), verifies the
+rule in float64, caches it on disk, and returns a :class:`DecisionRule` module. A rule whose verified margin
+``t*`` is not positive raises :class:`DecisionRuleInfeasible`, which reports the largest uncertainty level
+for which a rule exists when the problem can be rebuilt at other levels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hardlinear.constraints import lift
+
+log = logging.getLogger(__name__)
+
+# Bump when the formulation or the stored payload changes: old cache files are then ignored.
+FORMULATION_VERSION = "dr-v1"
+CACHE_MAGIC = b"HLRULE1\n"
+# A margin above -WEAK_MARGIN is "zero" when require_positive_margin=False (solver accuracy ~1e-8).
+WEAK_MARGIN = 1e-6
+
+
+class DecisionRuleInfeasible(ValueError):
+    """No decision rule with a positive margin exists (or its program is infeasible)."""
+
+    def __init__(self, message: str, t_star: float = float("nan"), max_uncertainty: float | None = None) -> None:
+        super().__init__(message)
+        self.t_star = t_star
+        self.max_uncertainty = max_uncertainty
+
+
+class DecisionRule(torch.nn.Module):
+    """``xi: (B, k) -> y: (B, n)``, the rule in the problem's form, feasible for every xi in the box.
+
+    ``y = linear x`` (``x = (1, xi)``), and, for input-dependent families in the standard form, slacks
+    ``s_l = x' quadratic_l x`` appended. For jointly linear families in the standard form the slacks
+    ``h(x) - H F x = (B_ineq - H F) x`` are affine and folded into ``linear`` (computed in float64), so
+    ``H y + s = h`` holds up to the rounding of one matrix product. Computation follows the input's dtype;
+    the coefficients follow the module's (keep it in float64 where feasibility is reported).
+    """
+
+    def __init__(
+        self,
+        linear: torch.Tensor | np.ndarray,
+        quadratic: torch.Tensor | np.ndarray | None = None,
+        *,
+        n_orig: int | None = None,
+        form: str = "standard",
+        t_star: float = float("nan"),
+        binding_row: int = -1,
+        binding_description: str = "",
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        linear = _as_float64(linear)
+        if linear.ndim != 2:
+            raise ValueError(f"linear must be (n, k + 1); got shape {tuple(linear.shape)}")
+        self.register_buffer("linear", linear)
+        if quadratic is not None:
+            quadratic = _as_float64(quadratic)
+            K = linear.shape[1]
+            if quadratic.ndim != 3 or quadratic.shape[1:] != (K, K):
+                raise ValueError(f"quadratic must be (m, {K}, {K}); got shape {tuple(quadratic.shape)}")
+        self.register_buffer("quadratic", quadratic)
+        self.n_orig = int(n_orig if n_orig is not None else linear.shape[0])
+        self.form = form
+        self.t_star = float(t_star)
+        self.binding_row = int(binding_row)
+        self.binding_description = binding_description
+        self.info: dict[str, Any] = dict(info or {})
+
+    @property
+    def k(self) -> int:
+        return self.linear.shape[1] - 1
+
+    @property
+    def n(self) -> int:
+        return self.linear.shape[0] + (0 if self.quadratic is None else self.quadratic.shape[0])
+
+    @property
+    def F(self) -> torch.Tensor:
+        """``(n_orig, k + 1)``: the rule on the original variables, ``y_orig = F x``."""
+        return self.linear[: self.n_orig]
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k) -> (B, n)`` in ``xi``'s dtype."""
+        if xi.ndim != 2 or xi.shape[1] != self.k:
+            raise ValueError(f"xi must be (B, {self.k}); got {tuple(xi.shape)}")
+        x = lift(xi)
+        y = x @ self.linear.to(x.dtype).T
+        if self.quadratic is None:
+            return y
+        slack = torch.einsum("bi,lij,bj->bl", x, self.quadratic.to(x.dtype), x)
+        return torch.cat([y, slack], dim=1)
+
+    # --- state_dict carries the metadata too -------------------------------------------------------
+    def get_extra_state(self) -> dict[str, Any]:
+        return {
+            "n_orig": self.n_orig,
+            "form": self.form,
+            "t_star": self.t_star,
+            "binding_row": self.binding_row,
+            "binding_description": self.binding_description,
+            "info": json.dumps(self.info),
+        }
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.n_orig = int(state["n_orig"])
+        self.form = str(state["form"])
+        self.t_star = float(state["t_star"])
+        self.binding_row = int(state["binding_row"])
+        self.binding_description = str(state["binding_description"])
+        self.info = json.loads(state["info"])
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> DecisionRule:
+        """Rebuild a rule from ``rule.state_dict()`` without solving anything."""
+        rule = cls(state["linear"], state.get("quadratic"))
+        rule.load_state_dict(state)
+        return rule
+
+    def extra_repr(self) -> str:
+        return f"k={self.k}, n={self.n}, form={self.form}, t_star={self.t_star:.6g}, binding_row={self.binding_row}"
+
+
+def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(torch.float64)
+    return torch.as_tensor(np.asarray(value), dtype=torch.float64)
+
+
+# --- solving --------------------------------------------------------------------------------------------
+def _resolve_solver(problem, solver: str) -> str:
+    from hardlinear.layers.robust_lp import LP_SOLVERS
+    from hardlinear.layers.robust_sdp import SDP_SOLVERS
+
+    sdp = problem.compact.input_dependent_lhs
+    valid = SDP_SOLVERS if sdp else LP_SOLVERS
+    if solver == "auto":
+        return "clarabel"
+    if solver not in valid:
+        kind = "SDP (input-dependent left-hand side)" if sdp else "robust LP"
+        raise ValueError(f"solver {solver!r} cannot solve the {kind}; choose 'auto' or one of {valid}")
+    return solver
+
+
+def _solve(problem, solver: str, margin: str, threads: int):
+    """The rule's program for ``problem``; returns a :class:`~hardlinear.layers.robust_lp.RuleSolution`."""
+    if problem.compact.input_dependent_lhs:
+        from hardlinear.layers.robust_sdp import sdp_row_weights, solve_robust_sdp
+
+        return solve_robust_sdp(problem.compact, sdp_row_weights(problem.compact, problem.form), solver, margin)
+    from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
+
+    return solve_robust_lp(problem.compact, row_weights(problem.compact.H, problem.form), solver, threads=threads)
+
+
+def _build_module(problem, sol, description: str) -> DecisionRule:
+    compact = problem.compact
+    quadratic = None
+    linear = sol.F
+    if problem.form == "standard":
+        if compact.input_dependent_lhs:
+            from hardlinear.layers.robust_sdp import slack_forms
+
+            quadratic = slack_forms(compact, sol.F)
+        else:
+            linear = np.vstack([sol.F, np.asarray(compact.B_ineq - compact.H @ sol.F)])
+    return DecisionRule(
+        linear,
+        quadratic,
+        n_orig=compact.n,
+        form=problem.form,
+        t_star=sol.t_star,
+        binding_row=sol.binding_row,
+        binding_description=description,
+        info=sol.info,
+    )
+
+
+def solve_decision_rule(
+    problem,
+    solver: str = "auto",
+    cache_dir: str | os.PathLike | None = None,
+    verbose: bool = False,
+    *,
+    require_positive_margin: bool = True,
+    find_max_uncertainty: bool = True,
+    margin: str = "e1",
+    threads: int = 1,
+) -> DecisionRule:
+    """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
+
+    ``solver``: "auto" (Clarabel), "clarabel" or "highs" for the LP, "clarabel" or "scs" for the SDP.
+    ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
+    Raises :class:`DecisionRuleInfeasible` when ``t* <= 0``; with ``require_positive_margin=False`` a rule
+    with ``t* > -WEAK_MARGIN`` is accepted with a warning (the paper's portfolio at uncertainty 0.4 sits
+    exactly at ``t* = 0``: its rule is feasible only up to the solver's accuracy, ~1e-8).
+    """
+    solver = _resolve_solver(problem, solver)
+    fingerprint = problem.fingerprint()
+    path = _cache_path(cache_dir, problem, solver, margin, fingerprint) if cache_dir is not None else None
+    rule = _load_cached(path, fingerprint) if path is not None else None
+    if rule is None:
+        from hardlinear.layers.robust_lp import ProgramInfeasible
+
+        start = time.perf_counter()
+        try:
+            sol = _solve(problem, solver, margin, threads)
+        except ProgramInfeasible as err:
+            raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
+        description = describe_row(problem, sol.binding_row)
+        sol.info.update(
+            solver=solver,
+            status=sol.status,
+            solve_time_s=time.perf_counter() - start,
+            fingerprint=fingerprint,
+            formulation=FORMULATION_VERSION,
+            problem=problem.name,
+            form=problem.form,
+            t_star=sol.t_star,
+            peak_rss_mb=_peak_rss_mb(),
+        )
+        rule = _build_module(problem, sol, description)
+        _check_margin(problem, rule, solver, require_positive_margin, find_max_uncertainty, margin)
+        if path is not None:
+            _save_cached(path, rule)
+        rule.info["cached"] = False
+    else:
+        _check_margin(problem, rule, solver, require_positive_margin, find_max_uncertainty, margin)
+        rule.info["cached"] = True
+    info = rule.info
+    log.log(
+        logging.INFO if verbose or not info["cached"] else logging.DEBUG,
+        "decision rule %s (%s, %s%s): t*=%.6g at row %d [%s], status %s, %.2f s, %s",
+        problem.name,
+        problem.form,
+        solver,
+        ", cached" if info["cached"] else "",
+        rule.t_star,
+        rule.binding_row,
+        rule.binding_description,
+        info.get("status"),
+        info.get("solve_time_s", float("nan")),
+        _size_text(info),
+    )
+    return rule
+
+
+def _check_margin(
+    problem, rule: DecisionRule, solver: str, require_positive: bool, find_level: bool, margin: str
+) -> None:
+    t = rule.t_star
+    if t > 0:
+        return
+    if not require_positive and t > -WEAK_MARGIN:
+        warnings.warn(
+            f"decision rule for {problem.name} ({problem.form}) has t* = {t:.2e}: feasible only up to the solver's "
+            "accuracy, with no strict margin; the blend then keeps binding rows at their bounds",
+            stacklevel=3,
+        )
+        return
+    detail = f"binding row {rule.binding_row} [{rule.binding_description}]"
+    raise _infeasible(problem, t, detail, solver, find_level, margin)
+
+
+def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, margin: str) -> DecisionRuleInfeasible:
+    level = getattr(problem, "uncertainty", None)
+    r_max = None
+    build = rebuilder(problem) if find_level and level is not None else None
+    if build is not None:
+        try:
+            r_max = max_uncertainty(build, lo=0.0, hi=float(level), solver=solver, margin=margin)
+        except Exception as err:  # the message must still come out; say why the level is missing
+            log.warning("could not bisect the uncertainty level of %s: %s", problem.name, err)
+    where = f" at uncertainty {level:g}" if level is not None else ""
+    if r_max is not None:
+        hint = (
+            f"The largest uncertainty level with a strictly feasible rule is about {r_max:.4f} "
+            f"(bisection, tol 1e-3); rebuild the problem with uncertainty below it."
+        )
+    elif not find_level:
+        hint = "The largest feasible uncertainty level was not computed (find_max_uncertainty=False)."
+    else:
+        hint = "The largest feasible uncertainty level was not computed (the problem cannot be rebuilt at other levels)."
+    msg = (
+        f"no decision rule with a positive margin exists for {problem.name} ({problem.form}){where}: "
+        f"t* = {t:.4g} ({detail}). {hint}"
+    )
+    return DecisionRuleInfeasible(msg, t_star=t, max_uncertainty=r_max)
+
+
+def rule_margin(problem, solver: str = "auto", margin: str = "e1") -> float:
+    """The verified margin ``t*`` of ``problem``'s rule, ``-inf`` when its program is infeasible (no raise)."""
+    from hardlinear.layers.robust_lp import ProgramInfeasible
+
+    try:
+        return _solve(problem, _resolve_solver(problem, solver), margin, 1).t_star
+    except ProgramInfeasible:
+        return float("-inf")
+
+
+def max_uncertainty(
+    build: Callable[[float], Any],
+    lo: float = 0.0,
+    hi: float = 1.0,
+    tol: float = 1e-3,
+    solver: str = "auto",
+    margin: str = "e1",
+) -> float:
+    """Largest level ``r`` in ``[lo, hi]`` with ``t*(build(r)) > 0``, by bisection (``t*`` falls as the box
+    grows). ``lo <= 0`` is taken as feasible without solving; a level that ``build`` rejects counts as
+    infeasible. Returns ``hi`` if ``hi`` is feasible; ``lo`` if nothing above it is."""
+    if not lo < hi:
+        raise ValueError(f"need lo < hi; got lo={lo}, hi={hi}")
+    if tol <= 0:
+        raise ValueError(f"tol must be > 0; got {tol}")
+
+    def feasible(r: float) -> bool:
+        try:
+            problem = build(r)
+        except ValueError:
+            return False
+        return rule_margin(problem, solver, margin) > 0
+
+    if lo > 0 and not feasible(lo):
+        return lo
+    if feasible(hi):
+        return hi
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
+    return lo
+
+
+def rebuilder(problem) -> Callable[[float], Any] | None:
+    """``r -> problem at uncertainty r`` for DC-OPF and portfolio problems, or None when ``problem`` cannot
+    be reproduced from its attributes (checked by fingerprint at its own level)."""
+    from hardlinear.problems import Portfolio, build_problem
+
+    options: dict[str, Any] = {"form": problem.form, "objective": problem.objective_kind}
+    if hasattr(problem, "case"):
+        if hasattr(problem, "susceptance"):
+            options["susceptance"] = problem.susceptance
+
+        def build(r: float):
+            return build_problem("dcopf", case=problem.case, uncertainty=r, **options)
+
+    elif isinstance(problem, Portfolio):
+
+        def build(r: float):
+            return Portfolio(uncertainty=r, **options)
+
+    else:
+        return None
+    try:
+        same = build(problem.uncertainty).fingerprint() == problem.fingerprint()
+    except Exception:  # a problem that cannot be rebuilt is not an error here
+        return None
+    return build if same else None
+
+
+# --- describing rows --------------------------------------------------------------------------------------
+def describe_row(problem, row: int) -> str:
+    """A readable form of inequality row ``row`` (the compact row; in the standard form its slack)."""
+    if row < 0:
+        return "no inequality rows"
+    compact = problem.compact
+    H = compact.H_stack[0] if compact.input_dependent_lhs else sp.csr_matrix(compact.H)
+    coeffs = np.asarray(H[row].todense()).ravel() if sp.issparse(H) else H[row]
+    names = _variable_names(problem)
+    terms = [f"{c:+.4g} {names[j]}" for j, c in enumerate(coeffs) if c != 0]
+    rhs = compact.B_ineq[row, 0]
+    text = " ".join(terms) + f" <= {rhs:.6g}" + (" + (input terms)" if np.any(compact.B_ineq[row, 1:]) else "")
+    if compact.input_dependent_lhs:
+        text += " (nominal left-hand side)"
+    return f"row {row}: {text}"
+
+
+def _variable_names(problem) -> list[str]:
+    n = problem.compact.n
+    names = [f"y[{j}]" for j in range(n)]
+    slices = problem.variable_slices() if hasattr(problem, "variable_slices") else {}
+    net = getattr(problem, "network", None)
+    for label, sl in slices.items():
+        for i, j in enumerate(range(*sl.indices(n))):
+            names[j] = f"{label}[{i}]"
+            if net is not None and label == "theta":
+                names[j] = f"theta[bus {net.bus_ids[i]}]"
+            elif net is not None and label == "pg":
+                names[j] = f"pg[{i}] (bus {net.bus_ids[net.gen_bus[i]]})"
+            elif net is not None and label == "pf":
+                names[j] = f"pf[{i}] ({net.bus_ids[net.f_bus[i]]}-{net.bus_ids[net.t_bus[i]]})"
+    return names
+
+
+def _size_text(info: dict[str, Any]) -> str:
+    keys = ("n_variables", "n_constraints", "nnz", "rounds", "rows_in_lp", "expressions", "psd_blocks")
+    return " ".join(f"{k}={info[k]}" for k in keys if k in info)
+
+
+def _peak_rss_mb() -> float | None:
+    """Process peak resident memory (MB) so far; None where the platform does not report it."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# --- cache ---------------------------------------------------------------------------------------------
+def _cache_path(cache_dir, problem, solver: str, margin: str, fingerprint: str) -> Path:
+    tag = solver if not problem.compact.input_dependent_lhs else f"{solver}-{margin}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in problem.name)
+    return Path(cache_dir) / "decision_rules" / f"{safe}-{problem.form}-{tag}-{FORMULATION_VERSION}-{fingerprint[:16]}.rule"
+
+
+def _save_cached(path: Path, rule: DecisionRule) -> None:
+    """Atomic write (temp file + os.replace) of ``MAGIC | sha256(payload) | payload``."""
+    arrays = {"linear": rule.linear.detach().cpu().to(torch.float64).numpy()}
+    if rule.quadratic is not None:
+        arrays["quadratic"] = rule.quadratic.detach().cpu().to(torch.float64).numpy()
+    meta = rule.get_extra_state()
+    arrays["meta"] = np.array(json.dumps(meta))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    payload = buf.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _load_cached(path: Path, fingerprint: str) -> DecisionRule | None:
+    """The cached rule, or None (missing, or corrupt: reported in one line and rebuilt by the caller)."""
+    if not path.exists():
+        return None
+    try:
+        data = path.read_bytes()
+        head = len(CACHE_MAGIC)
+        if not data.startswith(CACHE_MAGIC) or len(data) < head + 65:
+            raise ValueError("not a decision-rule cache file")
+        digest, payload = data[head : head + 64].decode(), data[head + 65 :]
+        if hashlib.sha256(payload).hexdigest() != digest:
+            raise ValueError("checksum mismatch (truncated or edited)")
+        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+            quadratic = npz["quadratic"] if "quadratic" in npz.files else None
+            rule = DecisionRule(npz["linear"], quadratic)
+        rule.set_extra_state(meta)
+        if rule.info.get("fingerprint") != fingerprint:
+            raise ValueError("problem fingerprint differs")
+        return rule
+    except Exception as err:
+        warnings.warn(f"decision-rule cache {path} is unusable ({err}); rebuilding it", stacklevel=3)
+        return None

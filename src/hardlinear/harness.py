@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from hardlinear import results
 from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, evaluate_method
-from hardlinear.methods.base import Context
+from hardlinear.methods.base import Context, check_dtype
 from hardlinear.problems import build_problem
 from hardlinear.schemas import validate_config
 from hardlinear.solvers import SolverUnavailable
@@ -32,7 +32,6 @@ from hardlinear.train.trainer import TrainerConfig, train
 
 log = logging.getLogger("hardlinear")
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Keys of the problem config that are not arguments of the problem's constructor.
 PROBLEM_META_KEYS = ("train",)
 
@@ -71,7 +70,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     run_dir = Path(run_dir)
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators
-    dtype = DTYPES[cfg.dtype]
+    dtype = check_dtype(cfg.dtype)
     config = resolved_dict(cfg)
     chash = results.config_hash(config)
     csv_path = str(cfg.results_csv)

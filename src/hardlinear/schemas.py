@@ -509,7 +509,9 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     try:
         from hardlinear.layers.feasibility import DOMAIN_POLICIES, GRADIENTS
 
-        choices.update(gradient=tuple(GRADIENTS), out_of_domain=tuple(DOMAIN_POLICIES))
+        choices.update(
+            gradient=tuple(GRADIENTS), out_of_domain=tuple(getattr(module, "OUT_OF_DOMAIN", DOMAIN_POLICIES))
+        )
     except ImportError:  # the layer is optional for methods that do not use it
         pass
     return choices

@@ -53,6 +53,16 @@ class Prediction:
     extras: dict = field(default_factory=dict)
 
 
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def check_dtype(layer_dtype: str) -> torch.dtype:
+    """The torch dtype named by a ``layer_dtype`` option, or a ValueError listing the choices."""
+    if layer_dtype not in DTYPES:
+        raise ValueError(f"layer_dtype must be one of {sorted(DTYPES)}; got {layer_dtype!r}")
+    return DTYPES[layer_dtype]
+
+
 class Method(nn.Module):
     """Base class of every method; subclasses override what differs."""
 
@@ -60,6 +70,7 @@ class Method(nn.Module):
     trainable: bool = True  # has parameters the trainer fits
     supervised: bool = False  # fit by MSE to reference solutions rather than by the objective
     iterative: bool = False  # reports correction iterations
+    batched: bool = True  # predict handles a batch at once (else throughput = 1 / time per instance)
 
     def __init__(self) -> None:
         super().__init__()

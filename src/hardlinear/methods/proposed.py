@@ -3,17 +3,23 @@
 The task network runs in the trainer's dtype (float32 by default); the feasibility layer and its output run in
 ``layer_dtype`` (float64 by default), so the reported feasibility is that of float64 arithmetic: the blend
 leaves the most violated row exactly at its bound, and in float32 rounding alone crosses it.
+
+Inputs outside the box (where the rule, hence the output, is not guaranteed feasible) follow
+``out_of_domain``: ``count`` (only the metrics count them), ``warn`` (the default), ``error``, or ``project``:
+at inference each such row's output is replaced by its exact projection onto ``C(x)``, a QP solved by Clarabel
+(no gradient; an empty ``C(x)`` raises, naming the instance).
 """
 
 from __future__ import annotations
 
-import time
-
+import numpy as np
 import torch
 
-from hardlinear.methods.base import Context, Method, Prediction
+from hardlinear.methods.base import Context, Method, Prediction, check_dtype
+from hardlinear.methods.ldr import load_rule
+from hardlinear.methods.penalty import run_net
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+OUT_OF_DOMAIN = ("count", "warn", "error", "project")
 
 
 class Proposed(Method):
@@ -27,34 +33,36 @@ class Proposed(Method):
         layer_dtype: str = "float64",
         pretrain: bool = True,
         out_of_domain: str = "warn",
+        require_positive_margin: bool = True,
     ) -> None:
         super().__init__()
-        if layer_dtype not in DTYPES:
-            raise ValueError(f"layer_dtype must be one of {sorted(DTYPES)}; got {layer_dtype!r}")
+        if out_of_domain not in OUT_OF_DOMAIN:
+            raise ValueError(f"out_of_domain must be one of {OUT_OF_DOMAIN}; got {out_of_domain!r}")
         self.name, self.gradient, self.rule_solver = name, gradient, rule_solver
-        self.layer_dtype = DTYPES[layer_dtype]
+        self.layer_dtype = check_dtype(layer_dtype)
         self.pretrain, self.out_of_domain = pretrain, out_of_domain
+        self.require_positive_margin = bool(require_positive_margin)
         self.t_star = float("nan")
+        self._projection = None
 
     def setup(self, problem, ctx: Context) -> float:
-        from hardlinear.layers.decision_rule import solve_decision_rule
         from hardlinear.layers.feasibility import FeasibilityLayer
 
         self.problem = problem
-        t0 = time.perf_counter()
-        rule = solve_decision_rule(problem, solver=self.rule_solver, cache_dir=ctx.cache_dir)
-        offline = time.perf_counter() - t0
-        self.t_star = float(rule.t_star)
-        self.rule = rule.to(ctx.device, self.layer_dtype)
+        self.rule, offline = load_rule(problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype)
+        self.t_star = float(self.rule.t_star)
         self.net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, ctx.dtype)
-        self.layer = FeasibilityLayer(problem.family, self.rule, gradient=self.gradient).to(ctx.device)
+        # "project" is handled here (it needs a solver); the layer itself only counts those inputs then.
+        policy = "count" if self.out_of_domain == "project" else self.out_of_domain
+        self.layer = FeasibilityLayer(problem.family, self.rule, gradient=self.gradient, out_of_domain=policy)
+        self.layer.to(ctx.device)
         return offline
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        return self.layer(xi.to(self.layer_dtype), self.net(xi).to(self.layer_dtype))
+        return self.layer(xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype))
 
     def regress(self, xi: torch.Tensor) -> torch.Tensor:
-        return self.net(xi)
+        return run_net(self.net, xi)
 
     def pretrain_target(self, xi: torch.Tensor) -> torch.Tensor | None:
         return self.rule(xi.to(self.layer_dtype)) if self.pretrain else None
@@ -62,9 +70,30 @@ class Proposed(Method):
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
         y = self(xi)
-        stats = getattr(self.layer, "last_stats", {}) or {}
+        stats = self.layer.last_stats
         extras = {k: stats[k] for k in ("alpha", "out_of_domain") if k in stats}
+        if self.out_of_domain == "project" and bool(stats["out_of_domain"].any()):
+            y = self._project_rows(xi, y, stats["out_of_domain"])
         return Prediction(y=y, iterations=torch.ones(xi.shape[0], dtype=torch.long, device=y.device), extras=extras)
+
+    def _project_rows(self, xi: torch.Tensor, y: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Replace ``y[rows]`` by the nearest point of ``C(xi)`` (an exact QP per row)."""
+        from hardlinear.methods.post_projection import NearestPoint
+        from hardlinear.solvers import SolverError
+
+        if self._projection is None:
+            self._projection = NearestPoint(self.problem.family, "clarabel")
+        xi_np = xi.detach().to("cpu", torch.float64).numpy()
+        y_np = y.detach().to("cpu", torch.float64).numpy().copy()
+        for i in np.flatnonzero(rows.cpu().numpy()):
+            res = self._projection(xi_np[i], y_np[i])
+            if not res.optimal:
+                raise SolverError(
+                    f"out_of_domain=project: input {i} lies outside the box and C(x) has no nearest point "
+                    f"(Clarabel status {res.status!r}; the constraints may be infeasible there)"
+                )
+            y_np[i] = res.y
+        return torch.as_tensor(y_np, dtype=y.dtype, device=y.device)
 
     def describe(self) -> dict[str, str]:
         return {"variant": "" if self.gradient == "argmax" else f"gradient={self.gradient}"}

@@ -146,7 +146,7 @@ def train(
             method.eval()
             with torch.no_grad():
                 val_loss = _phase_loss(method, phase, val_xi, val.y.to(ctx.device, ctx.dtype)).item()
-                pred = method.predict(val_xi)
+                pred = method.predict(val.xi.to(ctx.device, torch.float64))  # methods cast for their nets
             metrics = evaluate(problem, val.xi, pred.y, val.objective, split="val")
             metrics["val/iterations"] = float(pred.iterations.double().mean())
             record.update(metrics)

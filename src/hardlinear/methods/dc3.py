@@ -1,0 +1,79 @@
+"""DC3 (Donti, Rolnick, Kolter 2021): predict the partial variables, complete the equalities, correct the
+inequalities by unrolled gradient steps; see :mod:`hardlinear.layers.dc3` for the two layers.
+
+Training: ``y = correct(complete(net(x)))`` with ``train_steps`` correction steps unrolled (DC3 used 10), loss::
+
+    L = 1/B sum_b [ f(x_b, y_b) + penalty * ( ||G y_b - g||^2 + ||max(H y_b - h, 0)||^2 ) ]
+
+(the equality term is ~0 by construction). Inference: up to ``max_iter`` steps (the paper: 300), stopping per
+instance once its largest inequality violation is ``<= tol`` (1e-4); ``Prediction.iterations`` is the number of
+correction steps each instance took. Paper defaults: correction lr 1e-4, momentum 0.5, penalty 5000 (DC-OPF)
+or 0.5 (portfolio, ``conf/problem_method/portfolio_dc3.yaml``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from hardlinear.methods.base import Context, Method, Prediction, check_dtype
+from hardlinear.methods.penalty import run_net, squared_violation
+
+
+class DC3(Method):
+    name = "dc3"
+    iterative = True
+    pretrain = False
+
+    def __init__(
+        self,
+        name: str = "dc3",
+        penalty: float = 5000.0,
+        lr: float = 1e-4,
+        momentum: float = 0.5,
+        tol: float = 1e-4,
+        max_iter: int = 300,
+        train_steps: int = 10,
+        layer_dtype: str = "float64",
+    ) -> None:
+        super().__init__()
+        if not penalty >= 0:
+            raise ValueError(f"penalty must be >= 0; got {penalty}")
+        if train_steps < 0 or max_iter < 0:
+            raise ValueError(f"train_steps and max_iter must be >= 0; got {train_steps}, {max_iter}")
+        if lr <= 0 or not 0.0 <= momentum < 1.0 or tol < 0:
+            raise ValueError(f"need lr > 0, momentum in [0, 1), tol >= 0; got {lr}, {momentum}, {tol}")
+        self.name, self.penalty = name, float(penalty)
+        self.lr, self.momentum, self.tol = float(lr), float(momentum), float(tol)
+        self.max_iter, self.train_steps = int(max_iter), int(train_steps)
+        self.layer_dtype = check_dtype(layer_dtype)
+
+    def setup(self, problem, ctx: Context) -> float:
+        from hardlinear.layers.dc3 import EqualityCompletion, GradientCorrection
+
+        self.problem = problem
+        t0 = time.perf_counter()
+        completion = EqualityCompletion(problem.family, generator=ctx.generator(offset=41))
+        self.correction = GradientCorrection(
+            completion, lr=self.lr, momentum=self.momentum, tol=self.tol, max_iter=self.max_iter
+        ).to(ctx.device)
+        offline = time.perf_counter() - t0
+        self.net = ctx.make_mlp(problem.box, completion.n_partial).to(ctx.device, ctx.dtype)
+        return offline
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k) -> y: (B, n)`` after ``train_steps`` unrolled correction steps (no early stop)."""
+        z = run_net(self.net, xi).to(self.layer_dtype)
+        y, _ = self.correction(xi.to(self.layer_dtype), z, steps=self.train_steps, early_stop=False)
+        return y
+
+    def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        eq2, ineq2 = squared_violation(self.problem, xi, y)
+        return (self.problem.objective(xi, y) + self.penalty * (eq2 + ineq2)).mean()
+
+    @torch.no_grad()
+    def predict(self, xi: torch.Tensor) -> Prediction:
+        z = run_net(self.net, xi).to(self.layer_dtype)
+        y, steps = self.correction(xi.to(self.layer_dtype), z, steps=self.max_iter, early_stop=True)
+        return Prediction(y=y, iterations=steps)

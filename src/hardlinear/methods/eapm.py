@@ -1,0 +1,36 @@
+"""EAPM: APM with the extrapolated step of Bauschke, Combettes & Kruk (2006).
+
+Same network and training as :class:`~hardlinear.methods.apm.APM`; each iteration moves from ``x`` (in the
+equality set ``V``) to ``x + relaxation * L * (P_V P_C x - x)`` with ``L = ||P_C x - x||^2 /
+||P_V P_C x - x||^2`` clipped to ``[1, max_extrapolation]`` (the exact step and why it is safe are in
+:mod:`hardlinear.layers.apm`). Stops at the same tolerance and iteration limit as APM.
+"""
+
+from __future__ import annotations
+
+from hardlinear.methods.apm import APM
+
+
+class EAPM(APM):
+    name = "eapm"
+    extrapolate = True
+
+    def __init__(
+        self,
+        name: str = "eapm",
+        penalty: float = 5000.0,
+        tol: float = 1e-4,
+        max_iter: int = 300,
+        relaxation: float = 1.0,
+        max_extrapolation: float = 1e4,
+        layer_dtype: str = "float64",
+    ) -> None:
+        super().__init__(name=name, penalty=penalty, tol=tol, max_iter=max_iter, layer_dtype=layer_dtype)
+        if not 0.0 < relaxation < 2.0:
+            raise ValueError(f"relaxation must be in (0, 2); got {relaxation}")
+        if max_extrapolation < 1.0:
+            raise ValueError(f"max_extrapolation must be >= 1; got {max_extrapolation}")
+        self.relaxation, self.max_extrapolation = float(relaxation), float(max_extrapolation)
+
+    def _layer_options(self) -> dict:
+        return {"relaxation": self.relaxation, "max_extrapolation": self.max_extrapolation}

@@ -1,0 +1,119 @@
+"""Time the offline decision rule (the safe network) on the paper's problems, one process per case.
+
+Each (case, form, solver) runs in a fresh Python process so that its peak RSS is its own; one CSV row per
+run: case, form, solver, t*, binding row, solve time, peak RSS, sizes. Examples::
+
+    python benchmarks/bench_decision_rules.py                       # the six paper problems, both forms
+    python benchmarks/bench_decision_rules.py --cases dcopf_118 --solvers clarabel highs
+    python benchmarks/bench_decision_rules.py --cases pglib_opf_case300_ieee:0.1 --forms standard
+    python benchmarks/bench_decision_rules.py --csv results/bench_decision_rules.csv
+
+A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty``.
+Nothing is cached: every row is a cold solve (the problem build is not timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+
+PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
+COLUMNS = [
+    "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
+    "n", "m_eq", "m_ineq", "k", "lp_variables", "lp_constraints", "lp_nnz", "rounds", "rows_in_lp", "error",
+]
+
+
+def build(case: str, form: str):
+    from hardlinear.problems import Portfolio, build_problem
+
+    name, _, level = case.partition(":")
+    if name == "portfolio":
+        return Portfolio(form=form, **({"uncertainty": float(level)} if level else {}))
+    if name.startswith("pglib_opf_"):
+        return build_problem("dcopf", case=name, form=form, **({"uncertainty": float(level)} if level else {}))
+    return build_problem(name, form=form, **({"uncertainty": float(level)} if level else {}))
+
+
+def run_one(case: str, form: str, solver: str) -> dict:
+    """Solve one rule in this process and return its CSV row."""
+    import resource
+
+    import clarabel  # noqa: F401  (imports are not part of the solve time)
+    import cvxpy  # noqa: F401
+    import highspy  # noqa: F401
+    import torch
+
+    from hardlinear.layers import DecisionRuleInfeasible, solve_decision_rule
+
+    torch.set_num_threads(1)
+    problem = build(case, form)
+    row = {"case": case, "form": form, "solver": solver, **problem.sizes()}
+    start = time.perf_counter()
+    try:
+        # the paper's portfolio sits at t* = 0 (see solve_decision_rule): report it rather than fail
+        rule = solve_decision_rule(problem, solver=solver, find_max_uncertainty=False, require_positive_margin=False)
+        info = rule.info
+        row.update(
+            t_star=rule.t_star, binding_row=rule.binding_row, binding=rule.binding_description,
+            status=info.get("status"), lp_variables=info.get("n_variables"), lp_constraints=info.get("n_constraints"),
+            lp_nnz=info.get("nnz"), rounds=info.get("rounds"), rows_in_lp=info.get("rows_in_lp"),
+        )
+    except DecisionRuleInfeasible as err:
+        row.update(t_star=err.t_star, error=str(err))
+    row["solve_time_s"] = round(time.perf_counter() - start, 3)
+    row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", default=PAPER_CASES)
+    parser.add_argument("--forms", nargs="+", default=["standard", "inequality"], choices=["standard", "inequality"])
+    parser.add_argument("--solvers", nargs="+", default=["auto"])
+    parser.add_argument("--csv", default=None, help="append rows to this CSV file (header written if new)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case before it is skipped")
+    parser.add_argument("--single", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.single:
+        print(json.dumps(run_one(*args.single)))
+        return
+
+    writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    rows = []
+    for case in args.cases:
+        for form in args.forms:
+            for solver in args.solvers:
+                if solver == "highs" and case.startswith("portfolio") or solver == "scs" and not case.startswith("portfolio"):
+                    continue  # HiGHS solves no SDP, SCS is only used for the SDP here
+                cmd = [sys.executable, __file__, "--single", case, form, solver]
+                try:
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)
+                    row = json.loads(out.stdout.strip().splitlines()[-1])
+                except subprocess.TimeoutExpired:
+                    row = {"case": case, "form": form, "solver": solver, "error": f"timeout {args.timeout:g} s"}
+                except subprocess.CalledProcessError as err:
+                    row = {"case": case, "form": form, "solver": solver, "error": err.stderr.strip()[-300:]}
+                writer.writerow(row)
+                sys.stdout.flush()
+                rows.append(row)
+    if args.csv:
+        from pathlib import Path
+
+        path = Path(args.csv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
+        with path.open("a", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

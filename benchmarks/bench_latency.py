@@ -1,0 +1,444 @@
+"""Inference latency and throughput of every method, and of the reference solvers, in one process.
+
+Per problem, on one machine and one device:
+
+* **Networks and layers** (bare MLP, proposed, LDR, APM, EAPM, DC3): latency at batch 1 (median over test
+  instances, each passed alone through ``method.predict``) and, for each batch size, the median time of one
+  ``predict`` call on a fresh batch; throughput = batch / that time. Networks are untrained unless
+  ``--train-epochs N`` (untrained networks make APM, EAPM and DC3 iterate more than trained ones would; the
+  bare MLP and the proposed layer cost the same trained or not).
+* **Post-projection** (a network, then one QP per instance; clarabel, osqp) and **optimizers** (HiGHS,
+  Clarabel, OSQP, Gurobi where its licence admits the model): one instance at a time, so throughput is
+  1 / latency. The solver's model is built once; per instance only the right-hand sides change.
+  ``cold``: no basis or solution carried over (the backends' default without ``warm_start``);
+  ``warm_prev``: started from the previous test instance's solution; ``warm_net``: started from the proposed
+  method's prediction (its time not included). A backend that takes no start (Clarabel) has no warm rows;
+  a licence that refuses the model is a ``skipped`` row with the reason.
+
+Ratios (``latency_summary.csv``) against the targets: proposed / MLP at batch 1 (<= 1.5) and at batch 4096
+(<= 2) on dcopf_118 and dcopf_200; fastest cold optimizer / proposed at batch 1 (>= 20) and proposed batched
+throughput / that optimizer's rate (>= 1000) on their QPs. Other problems are shown for reference.
+
+Run: ``python benchmarks/bench_latency.py --quick`` (or ``--full``; ``--help`` lists the settings).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+NAME = "latency"
+QUICK = {
+    "problems": ["dcopf_14", "portfolio"],
+    "batch_sizes": [1, 16, 256, 4096],
+    "repeats": 5,
+    "test_instances": 30,
+    "solver_instances": 20,
+    "call_budget": 20.0,
+}
+FULL = {
+    "problems": [f"dcopf_{c}{q}" for c in (14, 30, 57, 118, 200) for q in ("", "_qp")] + ["portfolio"],
+    "batch_sizes": [1, 16, 256, 4096, 65536],
+    "repeats": 10,
+    "test_instances": 100,
+    "solver_instances": 100,
+    "call_budget": 60.0,
+}
+METHODS = ("mlp", "proposed", "ldr", "apm", "eapm", "dc3")
+PROJECTIONS = ("post_projection", "post_projection_osqp")
+SOLVERS = ("highs", "clarabel", "osqp", "gurobi")
+WARM_MODES = ("cold", "warm_prev", "warm_net")
+COMPILABLE = ("mlp", "proposed")
+COLUMNS = [
+    "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k",
+    "method", "variant", "kind", "trained_epochs", "batch_size", "calls", "median_ms", "ms_per_instance",
+    "throughput", "solver_ms", "iterations_mean", "iterations_max", "failures", "status", "note",
+    "rule_source", "device", "threads", "git_sha",
+]  # fmt: skip
+SUMMARY_COLUMNS = ["problem", "ratio", "value", "target", "verdict", "target_applies", "detail"]
+# Targets: (ratio, comparison, threshold, the problems they are stated for).
+TARGETS = {
+    "proposed_over_mlp_b1": ("<=", 1.5, ("dcopf_118", "dcopf_118_qp", "dcopf_200", "dcopf_200_qp")),
+    "proposed_over_mlp_b4096": ("<=", 2.0, ("dcopf_118", "dcopf_118_qp", "dcopf_200", "dcopf_200_qp")),
+    "optimizer_over_proposed_b1": (">=", 20.0, ("dcopf_118_qp", "dcopf_200_qp")),
+    "throughput_over_optimizer": (">=", 1000.0, ("dcopf_118_qp", "dcopf_200_qp")),
+}
+
+
+def parser():
+    p = common.base_parser(__doc__.splitlines()[0])
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=None)
+    p.add_argument("--test-instances", type=int, default=None, help="instances timed one at a time (batch 1)")
+    p.add_argument("--solver-instances", type=int, default=None, help="instances per solver and mode")
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--projections", nargs="*", default=list(PROJECTIONS), help="post-projection method configs")
+    p.add_argument("--solvers", nargs="*", default=list(SOLVERS), choices=SOLVERS)
+    p.add_argument("--warm-modes", nargs="+", default=list(WARM_MODES), choices=WARM_MODES)
+    p.add_argument("--train-epochs", type=int, default=0, help="train the learned methods this many epochs first")
+    p.add_argument(
+        "--compile", action="store_true", help="also time the MLP and proposed under torch.compile (slow to compile)"
+    )
+    p.add_argument(
+        "--call-budget",
+        type=float,
+        default=None,
+        help="seconds: a call slower than this ends the larger batches of that method",
+    )
+    return p
+
+
+# --- learned methods and layers ---------------------------------------------------------------------------
+class BareMLP:
+    """The task network alone (the proposed method's network, same size and dtype), as a predictor."""
+
+    name = "mlp"
+    iterative = False
+
+    def __init__(self, problem, ctx) -> None:
+        self.net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, ctx.dtype).eval()
+
+    @torch.no_grad()
+    def predict(self, xi: torch.Tensor):
+        return self.net(xi), None
+
+
+def compile_forward(method) -> None:
+    """Replace the forward pass by its ``torch.compile`` version (one compilation per batch size, untimed:
+    the warm-up calls trigger it). Shows how much of the batch-1 overhead is per-operation dispatch."""
+    target = method.net if isinstance(method, BareMLP) else method
+    target.forward = torch.compile(target.forward, dynamic=False)
+
+
+def _predict(method):
+    """``xi -> (y, iterations or None)`` for methods and the bare MLP alike."""
+    if isinstance(method, BareMLP):
+        return method.predict
+
+    def run(xi):
+        pred = method.predict(xi)
+        return pred.y, pred.iterations if getattr(method, "iterative", False) else None
+
+    return run
+
+
+def time_batch1(predict, xi: torch.Tensor, device: str, warmup: int) -> tuple[float, list[float]]:
+    """Median ms over the instances of ``xi`` passed one at a time, and the iterations of each."""
+    for i in range(min(warmup, len(xi))):
+        predict(xi[i : i + 1])
+    times, iters = [], []
+    for i in range(len(xi)):
+        dt, (_, it) = common.time_call(lambda i=i: predict(xi[i : i + 1]), device)
+        times.append(dt)
+        if it is not None:
+            iters.append(float(it.double().mean()))
+    return 1000.0 * statistics.median(times), iters
+
+
+def learned_rows(name: str, method, problem, args, ident: dict, xi_test: torch.Tensor) -> list[dict]:
+    predict = _predict(method)
+    kind = "iterative" if getattr(method, "iterative", False) else ("network" if name == "mlp" else "layer")
+    rows = []
+    ms, iters = time_batch1(predict, xi_test, args.device, args.warmup)
+    rows.append({**ident, "method": name, "kind": kind, "batch_size": 1, "calls": len(xi_test), "median_ms": ms,
+                 "ms_per_instance": ms, "throughput": 1000.0 / ms, "status": "ok", "note": "median over test instances",
+                 **_iteration_cols(iters)})  # fmt: skip
+    too_slow = None
+    for B in args.batch_sizes:
+        if B == 1:
+            continue
+        base = {**ident, "method": name, "kind": kind, "batch_size": B}
+        if too_slow is not None:
+            rows.append({**base, "status": "skipped", "note": too_slow})
+            continue
+        xi = common.sample(problem, B, args.seed + 1000 + B, args)
+        _, it = predict(xi)  # the warm-up call; also gives the iterations at this batch
+        budget = args.call_budget
+        sec, calls = common.median_time(
+            lambda xi=xi: predict(xi), args.device, args.repeats, max(args.warmup - 1, 0), budget
+        )
+        rows.append({**base, "calls": calls, "median_ms": 1000 * sec, "ms_per_instance": 1000 * sec / B,
+                     "throughput": B / sec, "status": "ok",
+                     **_iteration_cols([] if it is None else it.double().tolist())})  # fmt: skip
+        if sec > budget:
+            too_slow = f"a call at batch {B} took {sec:.1f} s > --call-budget {budget} s"
+    return rows
+
+
+def _iteration_cols(iters: list[float]) -> dict:
+    if not iters:
+        return {}
+    return {"iterations_mean": float(np.mean(iters)), "iterations_max": float(np.max(iters))}
+
+
+# --- per-instance methods: post-projection and the solvers ---------------------------------------------------
+def projection_rows(config: str, problem_cfg: str, problem, ctx, args, ident: dict, xi: torch.Tensor) -> list[dict]:
+    from hardlinear.solvers import SolverUnavailable
+
+    base = {**ident, "method": "post_projection", "kind": "projection", "batch_size": 1}
+    try:
+        method, _, _ = common.make_method(problem_cfg, config, problem, ctx, ["method.on_failure='nan'"])
+    except SolverUnavailable as err:
+        return [{**base, "variant": config, "status": "skipped", "note": str(err)}]
+    base["variant"] = method.solver
+    failures = 0
+
+    def predict(x):
+        nonlocal failures
+        pred = method.predict(x)
+        failures += int(pred.extras.get("failures", 0))
+        return pred.y, pred.iterations
+
+    ms, iters = time_batch1(predict, xi, args.device, min(args.warmup, 1))
+    return [{**base, "calls": len(xi), "median_ms": ms, "ms_per_instance": ms, "throughput": 1000.0 / ms,
+             "failures": failures, "status": "ok", "note": "one QP per instance: throughput = 1 / latency; untrained network",
+             **_iteration_cols(iters)}]  # fmt: skip
+
+
+def solver_rows(name: str, problem, args, ident: dict, xi: torch.Tensor, starts: np.ndarray | None) -> list[dict]:
+    """Cold and warm-started solves of the compact model, one instance at a time."""
+    from hardlinear.solvers import SolverUnavailable, make_solver, solver_class
+
+    base = {**ident, "method": "optimizer", "kind": "solver", "batch_size": 1}
+    modes = [m for m in args.warm_modes if m != "warm_net" or starts is not None]
+    try:
+        backend = make_solver(problem, name)
+    except SolverUnavailable as err:
+        return [{**base, "variant": f"{name}/{m}", "status": "skipped", "note": str(err)} for m in modes]
+    lhs_varies = problem.compact.input_dependent_lhs
+    xi_np = xi.detach().cpu().double().numpy()
+    data = [problem.compact.instance(x) for x in xi_np]  # instance data is prepared, not timed
+    warm_ok = solver_class(name).supports_warm_start
+    rows = []
+    for mode in modes:
+        row = {**base, "variant": f"{name}/{mode}"}
+        if mode != "cold" and not warm_ok:
+            rows.append({**row, "status": "skipped", "note": f"{name} takes no warm start"})
+            continue
+        try:
+            rows.append({**row, **_solve_all(backend, data, lhs_varies, mode, starts, problem.n_orig)})
+        except SolverUnavailable as err:
+            rows.append({**row, "status": "skipped", "note": str(err)})
+            if mode == "cold":  # the licence refuses this model: every mode would say the same
+                rows += [{**base, "variant": f"{name}/{m}", "status": "skipped", "note": str(err)} for m in modes[1:]]
+                break
+    return rows
+
+
+def _solve_all(backend, data, lhs_varies: bool, mode: str, starts, n_orig: int) -> dict:
+    def solve(i: int, warm):
+        G, g, H, h = data[i]
+        return backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=warm)
+
+    prev = solve(len(data) - 1, None)  # warm-up; its solution starts the first warm_prev solve
+    walls, own, iters, failures = [], [], [], 0
+    for i in range(len(data)):
+        if mode == "cold":
+            warm = None
+        elif mode == "warm_prev":
+            warm = prev.y if prev.optimal else None
+        else:
+            warm = starts[i, :n_orig]
+        t0 = time.perf_counter()
+        res = solve(i, warm)
+        walls.append(time.perf_counter() - t0)
+        own.append(res.time_s)
+        iters.append(res.iterations)
+        failures += not res.optimal
+        prev = res
+    ms = 1000.0 * statistics.median(walls)
+    note = {"cold": "no basis or solution carried over", "warm_prev": "started from the previous instance's solution",
+            "warm_net": "started from the proposed method's prediction"}[mode]  # fmt: skip
+    return {"calls": len(data), "median_ms": ms, "ms_per_instance": ms, "throughput": 1000.0 / ms,
+            "solver_ms": 1000.0 * statistics.median(own), "iterations_mean": float(np.mean(iters)),
+            "iterations_max": float(np.max(iters)), "failures": failures, "status": "ok",
+            "note": note + "; median wall ms of solve() (right-hand side update and solve)"}  # fmt: skip
+
+
+# --- one problem --------------------------------------------------------------------------------------------
+def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
+    problem = common.load_problem(problem_cfg)
+    ctx = common.make_context(args)
+    ident = {**common.problem_identity(problem_cfg, problem), "trained_epochs": args.train_epochs,
+             "device": env["device_name"], "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
+    xi_test = common.sample(problem, args.test_instances, args.seed + 12345, args)
+    rows: list[dict] = []
+    proposed = None
+    for name in args.methods:
+        t0 = time.perf_counter()
+        if name == "mlp":
+            torch.manual_seed(args.seed)
+            method, source = BareMLP(problem, ctx), ""
+        else:
+            method, _, source = common.make_method(problem_cfg, name, problem, ctx)
+            common.quick_train(method, problem, ctx, args.train_epochs)
+            proposed = method if name == "proposed" else proposed
+        out = learned_rows(name, method, problem, args, {**ident, "rule_source": source}, xi_test)
+        rows += out
+        common.log(
+            f"  {problem_cfg:>14} {name:<16} b1 {out[0]['median_ms']:8.3f} ms  ({time.perf_counter() - t0:.1f} s)"
+        )
+        if args.compile and name in COMPILABLE:
+            t0 = time.perf_counter()
+            compile_forward(method)
+            out = learned_rows(
+                name, method, problem, args, {**ident, "rule_source": source, "variant": "torch.compile"}, xi_test
+            )
+            rows += out
+            common.log(
+                f"  {problem_cfg:>14} {name + ' (compiled)':<16} b1 {out[0]['median_ms']:8.3f} ms  ({time.perf_counter() - t0:.1f} s)"
+            )
+    xi_solve = xi_test[: args.solver_instances]
+    for config in args.projections:
+        t0 = time.perf_counter()
+        rows += projection_rows(config, problem_cfg, problem, ctx, args, ident, xi_solve)
+        common.log(f"  {problem_cfg:>14} {config:<16} ({time.perf_counter() - t0:.1f} s)")
+    starts = None
+    if proposed is not None:
+        with torch.no_grad():
+            y = proposed.predict(xi_solve).y
+        starts = problem.from_form(y.double().cpu()).numpy()
+    for name in args.solvers:
+        t0 = time.perf_counter()
+        rows += solver_rows(name, problem, args, ident, xi_solve, starts)
+        common.log(f"  {problem_cfg:>14} {name:<16} ({time.perf_counter() - t0:.1f} s)")
+    return rows
+
+
+# --- ratios against the targets -----------------------------------------------------------------------------
+def _get(rows, method, batch, variant=""):
+    for r in rows:
+        if (
+            r["method"] == method
+            and r["batch_size"] == batch
+            and r["status"] == "ok"
+            and (r.get("variant") or "") == variant
+        ):
+            return r
+    return None
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per problem: the four ratios of the module docstring, each with its target and verdict (and again for
+    the ``torch.compile`` variants of the MLP and proposed, where measured)."""
+    out = []
+    for problem in dict.fromkeys(r["problem"] for r in rows):
+        pr = [r for r in rows if r["problem"] == problem]
+        cold = [
+            r
+            for r in pr
+            if r["kind"] == "solver"
+            and r["status"] == "ok"
+            and r["variant"].endswith("/cold")
+            and not r.get("failures")
+        ]
+        fastest = min(cold, key=lambda r: r["median_ms"], default=None)
+        for variant in ("", "torch.compile"):
+            p1, m1 = _get(pr, "proposed", 1, variant), _get(pr, "mlp", 1, variant)
+            if variant and not (p1 and m1):
+                continue
+            big = max((r["batch_size"] for r in pr if r["method"] == "proposed" and r["status"] == "ok"), default=1)
+            ref_batch = 4096 if _get(pr, "proposed", 4096, variant) and _get(pr, "mlp", 4096, variant) else big
+            pb, mb = _get(pr, "proposed", ref_batch, variant), _get(pr, "mlp", ref_batch, variant)
+            opt = fastest["variant"] if fastest else "none solved every instance"
+            values = {
+                "proposed_over_mlp_b1": (_ratio(p1, m1, "median_ms"), "batch 1"),
+                "proposed_over_mlp_b4096": (_ratio(pb, mb, "median_ms"), f"batch {ref_batch}"),
+                "optimizer_over_proposed_b1": (_ratio(fastest, p1, "median_ms"), f"fastest cold optimizer: {opt}"),
+                "throughput_over_optimizer": (
+                    _ratio(pb, fastest, "throughput"),
+                    f"proposed at batch {ref_batch} vs {opt}",
+                ),
+            }
+            for ratio, (value, detail) in values.items():
+                op, target, where = TARGETS[ratio]
+                ok = value <= target if op == "<=" else value >= target
+                verdict = "n/a" if math.isnan(value) else ("PASS" if ok else "MISS")
+                out.append({"problem": problem, "ratio": ratio + (f" ({variant})" if variant else ""), "value": value,
+                            "target": f"{op} {target:g}", "verdict": verdict, "target_applies": problem in where,
+                            "detail": detail})  # fmt: skip
+    return out
+
+
+def _ratio(a, b, key) -> float:
+    return a[key] / b[key] if a and b else math.nan
+
+
+def print_summary(summary: list[dict]) -> None:
+    for s in summary:
+        tag = "target" if s["target_applies"] else "reference"
+        common.log(
+            f"  {s['verdict']:>4}  {s['problem']:>14}  {s['ratio']:<28} {s['value']:10.3g}  (target {s['target']}, {tag}; {s['detail']})"
+        )
+
+
+# --- plot ------------------------------------------------------------------------------------------------
+def plot(rows: list[dict], path: Path) -> Path:
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    fig, axes = common.new_figure(len(problems))
+    for ax, problem in zip(axes, problems):
+        # Warm-started solvers are in the CSV; the plot keeps the cold ones to stay readable.
+        pr = [
+            r
+            for r in rows
+            if r["problem"] == problem and r["status"] == "ok" and "/warm" not in (r.get("variant") or "")
+        ]
+        batches = sorted({r["batch_size"] for r in rows if r["problem"] == problem})
+        for label in dict.fromkeys(_label(r) for r in pr):
+            pts = sorted((r["batch_size"], r["median_ms"]) for r in pr if _label(r) == label)
+            if pts[0][0] == 1 and len(pts) == 1 and pr and _kind(pr, label) in ("solver", "projection"):
+                # One instance at a time: a batch costs B times the latency (dashed, extrapolated).
+                ax.plot(batches, [pts[0][1] * b for b in batches], "--", lw=1, label=label)
+            else:
+                ax.plot(*zip(*pts), "o-", ms=3, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(problem)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("time per call (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    return common.save_figure(fig, path)
+
+
+def _label(r: dict) -> str:
+    return r["method"] if not r.get("variant") else f"{r['method']} ({r['variant']})"
+
+
+def _kind(rows, label) -> str:
+    return next(r["kind"] for r in rows if _label(r) == label)
+
+
+# --- entry point ------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> dict:
+    args = common.resolve(parser().parse_args(argv), QUICK, FULL)
+    torch.set_num_threads(args.threads)
+    env = common.environment(args.device, args.threads)
+    common.log(f"[latency] {args.size}: {', '.join(args.problems)} on {env['device_name']}, {args.threads} thread(s)")
+    rows: list[dict] = []
+    for problem_cfg in args.problems:
+        rows += run_problem(problem_cfg, args, env)
+    summary = summarize(rows)
+    print_summary(summary)
+    meta = {**env, "benchmark": NAME, "size": args.size, "settings": vars(args), "rule_available": common.rule_available(),
+            "notes": {"untrained": args.train_epochs == 0, "timing": "median wall time per call after warm-up",
+                      "solvers": "model built once, right-hand sides updated per instance"},
+            "summary": summary}  # fmt: skip
+    out = Path(args.out_dir)
+    paths = common.write_results(out, NAME, rows, meta, COLUMNS)
+    paths["summary"] = common.write_results(out, f"{NAME}_summary", summary, None, SUMMARY_COLUMNS)["csv"]
+    if not args.no_plot:
+        paths["png"] = plot(rows, out / f"{NAME}.png")
+    return {"paths": paths, "rows": rows, "summary": summary}
+
+
+if __name__ == "__main__":
+    main()

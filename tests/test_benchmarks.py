@@ -1,0 +1,189 @@
+"""The benchmarks run end to end at the tiniest settings and write their CSV, JSON and PNG (no timing asserted)."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+TINY = ["--problems", "dcopf_14", "--repeats", "3", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """Import a benchmark module by name (they live in benchmarks/, not in the package)."""
+    sys.path.insert(0, str(BENCH_DIR))
+    torch.set_num_threads(1)
+    yield lambda name: importlib.import_module(name)
+    sys.path.remove(str(BENCH_DIR))
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def check_outputs(result: dict, name: str, columns: list[str]) -> list[dict]:
+    paths = result["paths"]
+    for kind in ("csv", "json", "png"):
+        assert paths[kind].exists() and paths[kind].stat().st_size > 0, f"{name}: no {kind}"
+    header, rows = read_csv(paths["csv"])
+    assert header == columns
+    assert rows, f"{name}: empty CSV"
+    assert not [r for r in rows if r.get("status") == "error"]
+    meta = json.loads(paths["json"].read_text())
+    for key in ("machine", "device", "device_name", "threads", "versions", "git_sha", "date", "settings"):
+        assert key in meta, f"{name}.json lacks {key}"
+    assert {"platform", "processor", "cores"} <= set(meta["machine"])
+    assert {"torch", "numpy", "highspy", "clarabel", "osqp"} <= set(meta["versions"])
+    assert meta["threads"] == 1
+    return rows
+
+
+def test_latency(bench, cache_dir, tmp_path):
+    mod = bench("bench_latency")
+    result = mod.main(TINY + ["--batch-sizes", "1", "16", "--test-instances", "3", "--solver-instances", "3",
+                              "--out-dir", str(tmp_path), "--cache-dir", cache_dir])  # fmt: skip
+    rows = check_outputs(result, "latency", mod.COLUMNS)
+    ok = [r for r in rows if r["status"] == "ok"]
+    for method in ("mlp", "proposed", "ldr", "apm", "eapm", "dc3"):
+        got = {int(r["batch_size"]) for r in ok if r["method"] == method}
+        assert got == {1, 16}, f"{method}: batches {got}"
+    assert all(float(r["median_ms"]) > 0 and float(r["throughput"]) > 0 for r in ok)
+    variants = {r["variant"] for r in rows if r["method"] == "optimizer"}
+    assert {"highs/cold", "highs/warm_prev", "clarabel/cold", "osqp/cold"} <= variants
+    assert {r["variant"] for r in ok if r["method"] == "post_projection"} == {"clarabel", "osqp"}
+    assert all(r["note"] for r in rows if r["status"] == "skipped"), "a skipped entry must say why"
+    # every learned iterative method reports its iterations
+    assert all(r["iterations_mean"] for r in ok if r["kind"] == "iterative")
+    header, summary = read_csv(result["paths"]["summary"])
+    assert header == mod.SUMMARY_COLUMNS
+    assert {s["ratio"] for s in summary} == set(mod.TARGETS)
+    assert {s["verdict"] for s in summary} <= {"PASS", "MISS", "n/a"}
+
+
+def test_latency_summary_verdicts(bench):
+    """The ratios and their verdicts follow from the rows (a pure function: no timing needed)."""
+    mod = bench("bench_latency")
+
+    def row(method, batch, ms, kind="layer", variant="", failures=0):
+        return {"problem": "dcopf_118_qp", "method": method, "batch_size": batch, "median_ms": ms, "throughput": batch * 1000 / ms,
+                "status": "ok", "kind": kind, "variant": variant, "failures": failures}  # fmt: skip
+
+    rows = [row("mlp", 1, 1.0), row("proposed", 1, 1.2), row("mlp", 4096, 10.0), row("proposed", 4096, 30.0),
+            row("optimizer", 1, 50.0, "solver", "clarabel/cold"), row("optimizer", 1, 5.0, "solver", "osqp/cold", failures=2)]  # fmt: skip
+    got = {s["ratio"]: s for s in mod.summarize(rows)}
+    assert (
+        got["proposed_over_mlp_b1"]["value"] == pytest.approx(1.2) and got["proposed_over_mlp_b1"]["verdict"] == "PASS"
+    )
+    assert (
+        got["proposed_over_mlp_b4096"]["value"] == pytest.approx(3.0)
+        and got["proposed_over_mlp_b4096"]["verdict"] == "MISS"
+    )
+    # the solver that failed instances is not the "fastest" one
+    assert got["optimizer_over_proposed_b1"]["value"] == pytest.approx(50.0 / 1.2)
+    assert got["optimizer_over_proposed_b1"]["verdict"] == "PASS"
+    assert got["throughput_over_optimizer"]["value"] == pytest.approx((4096 / 0.030) / 20.0)
+    assert all(s["target_applies"] for s in got.values())
+
+
+def test_breakdown(bench, cache_dir, tmp_path):
+    mod = bench("bench_breakdown")
+    result = mod.main(TINY + ["--batch-sizes", "1", "16", "--forms", "standard", "inequality",
+                              "--out-dir", str(tmp_path), "--cache-dir", cache_dir])  # fmt: skip
+    rows = check_outputs(result, "breakdown", mod.COLUMNS)
+    for form in ("standard", "inequality"):
+        for B in ("1", "16"):
+            sub = [r for r in rows if r["form"] == form and r["batch_size"] == B]
+            assert {r["stage"] for r in sub if r["variant"] == "layer"} == set(mod.STAGES + mod.TOTALS)
+            # constant G and H (DC-OPF): the dense and sparse alternatives are timed too
+            for stage in ("equality_projection", "slacks"):
+                assert {r["variant"] for r in sub if r["stage"] == stage} == {"layer", "dense", "sparse"}
+    assert all(float(r["median_ms"]) > 0 for r in rows)
+
+
+def test_breakdown_alternatives_agree_with_layer(bench):
+    """The dense and sparse alternatives compute the same projection and slacks as the layer."""
+    mod = bench("bench_breakdown")
+    from hardlinear.layers.equality import EqualityProjector
+    from hardlinear.layers.feasibility import SlackOperator
+    from hardlinear.problems import build_problem
+
+    for form in ("standard", "inequality"):
+        problem = build_problem("dcopf_14", form=form)
+        xi = problem.sample(5, generator=torch.Generator().manual_seed(0))
+        y = torch.randn(5, problem.n, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        ref = EqualityProjector(problem.family)(xi, y)
+        for variant, (fn, _) in mod.projection_variants(problem.family, "cpu").items():
+            torch.testing.assert_close(fn(xi, y), ref, rtol=1e-9, atol=1e-9, msg=f"{form} projection {variant}")
+        ops = SlackOperator(problem.family)
+        h = ops.rhs(xi, y)
+        want = ops.slack(xi, y, h)
+        for variant, (fn, _) in mod.slack_variants(problem.family, "cpu").items():
+            got, _ = fn(xi, y, y)
+            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, msg=f"{form} slacks {variant}")
+
+
+def test_training(bench, cache_dir, tmp_path):
+    mod = bench("bench_training")
+    result = mod.main(["--problems", "dcopf_14", "--epochs", "1", "--batches-per-epoch", "2", "--val-size", "4",
+                       "--out-dir", str(tmp_path), "--cache-dir", cache_dir])  # fmt: skip
+    rows = check_outputs(result, "training", mod.COLUMNS)
+    assert {(r["method"], r["phase"]) for r in rows} == {
+        ("proposed", "pretrain"),
+        ("proposed", "train"),
+        ("penalty", "train"),
+        ("dc3", "train"),
+    }
+    assert all(float(r["epoch_ms"]) > 0 and r["epochs_timed"] == "1" for r in rows)
+
+
+def test_epoch_clock_drops_warmup_and_validation_epochs(bench):
+    mod = bench("bench_training")
+    clock = mod.EpochClock()
+    clock.start = 0.0
+    for epoch, (phase, t) in enumerate(
+        [("pretrain", 1.0), ("pretrain", 3.0), ("train", 4.0), ("train", 9.0), ("train", 20.0)]
+    ):
+        clock.stamps.append((epoch, phase, t))
+    assert clock.durations() == {"pretrain": [2.0], "train": [5.0]}
+
+
+def test_run_all_reports_each_benchmark(bench, tmp_path, monkeypatch):
+    """run_all's progress and record, with the benchmarks replaced by ones that succeed and fail at once."""
+    mod = bench("run_all")
+    calls = []
+
+    class Fake:
+        def __init__(self, name, fail):
+            self.name, self.fail = name, fail
+
+        def main(self, argv):
+            calls.append((self.name, argv))
+            if self.fail:
+                raise RuntimeError("boom")
+            return {"paths": {"csv": tmp_path / f"{self.name}.csv"}}
+
+    fakes = {"bench_latency": Fake("bench_latency", False), "bench_breakdown": Fake("bench_breakdown", True)}
+    monkeypatch.setattr(mod, "load_benchmark", lambda name: fakes[name])
+    status = mod.main(["--quick", "--out-dir", str(tmp_path), "--only", "bench_latency", "bench_breakdown"])
+    assert status == 1
+    record = json.loads((tmp_path / "run_all.json").read_text())
+    assert record["benchmarks"]["bench_latency"]["status"] == "ok"
+    assert (
+        record["benchmarks"]["bench_breakdown"]["status"] == "failed"
+        and "boom" in record["benchmarks"]["bench_breakdown"]["error"]
+    )
+    assert calls[0][1][:2] == ["--quick", "--device"] and str(tmp_path) in calls[0][1]

@@ -133,8 +133,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         return None
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
-    if 0 <= fit.best_epoch < len(fit.history):  # validation figures of the kept checkpoint (model selection)
-        metrics.update({k: v for k, v in fit.history[fit.best_epoch].items() if k.startswith("val/")})
+    metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())
 

@@ -3,8 +3,9 @@
 An epoch is ``batches_per_epoch`` batches of fresh inputs drawn from the box (the paper's code), or of a fixed
 training set when ``train_size`` is set. Phases: MSE pre-training to ``method.pretrain_target`` for the first
 ``pretrain_epochs`` (when the method has a target), then the method's own loss; supervised methods are fit by
-MSE to reference solutions throughout. Validation after every epoch; the best checkpoint of the last phase
-(lowest validation loss) is restored at the end.
+MSE to reference solutions throughout. The validation loss after every epoch selects the checkpoint (the
+lowest of the last phase, restored at the end); the validation metrics, which run the method's whole inference
+(a solver per instance for some), every ``val_every`` epochs and once more for the kept checkpoint.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class TrainerConfig:
     grad_clip: float | None = None
     """Clip the gradient norm (None: no clipping, as the paper)."""
     val_every: int = 1
+    """Validation metrics (the method's full inference) every this many epochs and at the end; the validation
+    loss, which selects the checkpoint, is computed every epoch."""
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -59,6 +62,8 @@ class TrainerConfig:
             raise ValueError(f"pretrain_epochs ({self.pretrain_epochs}) cannot exceed epochs ({self.epochs})")
         if self.batch_size < 2:
             raise ValueError(f"batch_size must be >= 2 (batch normalisation); got {self.batch_size}")
+        if self.val_every < 1:
+            raise ValueError(f"val_every must be >= 1; got {self.val_every}")
         if self.batches_per_epoch < 1 or self.lr <= 0:
             raise ValueError("batches_per_epoch must be >= 1 and lr > 0")
 
@@ -69,6 +74,8 @@ class TrainResult:
     best_epoch: int = -1
     best_val_loss: float = math.inf
     history: list[dict] = field(default_factory=list)
+    val_metrics: dict[str, float] = field(default_factory=dict)
+    """Validation metrics of the kept checkpoint (what the run reports as ``val/...``)."""
 
 
 def _batch(problem, cfg: TrainerConfig, gen: torch.Generator, ctx: Context, pool: Dataset | None, fixed: torch.Tensor | None):
@@ -108,6 +115,7 @@ def train(
 
     result = TrainResult()
     if not method.trainable or cfg.epochs == 0:
+        result.val_metrics = _val_metrics(method, problem, val, ctx)
         return result
     if method.supervised and supervised is None:
         raise ValueError(f"{method.name} is supervised: pass the solved training set")
@@ -118,7 +126,7 @@ def train(
     if has_pretrain:
         with torch.no_grad():
             has_pretrain = method.pretrain_target(problem.sample(2, generator=ctx.generator(1))) is not None
-    val_xi = val.xi.to(ctx.device, ctx.dtype)
+    val_xi, val_y = val.xi.to(ctx.device, ctx.dtype), val.y.to(ctx.device, ctx.dtype)
     best_state = None
     t_start = time.perf_counter()
     bar = tqdm(range(cfg.epochs), desc=f"train {method.name}", disable=not (cfg.progress and ctx.progress), leave=False)
@@ -141,23 +149,22 @@ def train(
             running += loss.item()
         record = {"epoch": epoch, "phase": phase, "train/loss": running / cfg.batches_per_epoch}
         record.update({f"train/{k}": v for k, v in method.after_epoch(epoch).items()})
-        # --- validation (not timed) ---
+        # --- validation (not timed): the loss every epoch (checkpoint selection), the metrics, which run the
+        # method's full inference (solvers, correction loops), every `val_every` epochs and at the end ---
+        method.eval()
+        with torch.no_grad():
+            val_loss = _phase_loss(method, phase, val_xi, val_y).item()
+        record["val/loss"] = val_loss
         if (epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1:
-            method.eval()
-            with torch.no_grad():
-                val_loss = _phase_loss(method, phase, val_xi, val.y.to(ctx.device, ctx.dtype)).item()
-                pred = method.predict(val.xi.to(ctx.device, torch.float64))  # methods cast for their nets
-            metrics = evaluate(problem, val.xi, pred.y, val.objective, split="val")
-            metrics["val/iterations"] = float(pred.iterations.double().mean())
+            metrics = _val_metrics(method, problem, val, ctx)
             record.update(metrics)
-            record["val/loss"] = val_loss
-            last_phase = phase == ("supervised" if method.supervised else "train") or not has_pretrain
-            if phase == "pretrain" and epoch == cfg.pretrain_epochs - 1:
-                result.best_val_loss = math.inf  # selection restarts with the objective phase
-            if last_phase and val_loss < result.best_val_loss:
-                result.best_val_loss, result.best_epoch = val_loss, epoch
-                best_state = copy.deepcopy(method.state_dict())
             bar.set_postfix({"gap": f"{metrics['val/gap_mean']:.2f}%", "ineq": f"{metrics['val/ineq_viol_mean']:.1e}", "phase": phase})
+        last_phase = phase == ("supervised" if method.supervised else "train") or not has_pretrain
+        if phase == "pretrain" and epoch == cfg.pretrain_epochs - 1:
+            result.best_val_loss = math.inf  # selection restarts with the objective phase
+        if last_phase and val_loss < result.best_val_loss:
+            result.best_val_loss, result.best_epoch = val_loss, epoch
+            best_state = copy.deepcopy(method.state_dict())
         result.history.append(record)
         if loggers is not None:
             loggers.log_epoch(epoch, record)
@@ -165,4 +172,14 @@ def train(
         method.load_state_dict(best_state)
     method.eval()
     result.time_s = time.perf_counter() - t_start
+    result.val_metrics = _val_metrics(method, problem, val, ctx)  # of the kept checkpoint, not timed
     return result
+
+
+@torch.no_grad()
+def _val_metrics(method: Method, problem, val: Dataset, ctx: Context) -> dict[str, float]:
+    """The test metrics on the validation set (inputs in float64: methods cast them for their networks)."""
+    pred = method.predict(val.xi.to(ctx.device, torch.float64))
+    metrics = evaluate(problem, val.xi, pred.y, val.objective, split="val")
+    metrics["val/iterations"] = float(pred.iterations.double().mean())
+    return metrics

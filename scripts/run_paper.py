@@ -1,6 +1,6 @@
 """Run every paper experiment (resumable: configurations already in the results CSV are skipped).
 
-    python scripts/run_paper.py                       # all tables, the paper's settings, basic launcher
+    python scripts/run_paper.py                       # all tables, the paper's settings -> results/paper/runs.csv
     python scripts/run_paper.py --tables table_lp --extra hydra/launcher=joblib
 """
 
@@ -16,12 +16,13 @@ EXPERIMENTS = ["table_qp_main", "table_lp", "table_qp_add", "table_pretrain", "p
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", nargs="*", default=EXPERIMENTS, choices=EXPERIMENTS)
+    parser.add_argument("--results", default="results/paper/runs.csv", help="results CSV (resumable: recorded runs are skipped)")
     parser.add_argument("--extra", nargs="*", default=[], help="extra Hydra overrides, e.g. trainer=fast")
     args = parser.parse_args()
     failed = []
     for i, name in enumerate(args.tables, 1):
         print(f"=== [{i}/{len(args.tables)}] experiment {name} ===", flush=True)
-        code = subprocess.call([sys.executable, "run.py", f"+experiment={name}", *args.extra], cwd=ROOT)
+        code = subprocess.call([sys.executable, "run.py", f"+experiment={name}", f"results_csv={args.results}", *args.extra], cwd=ROOT)
         if code:
             failed.append(name)
     if failed:

@@ -202,6 +202,14 @@ def test_cache_key_separates_forms_and_solvers(tmp_path, dcopf14):
     assert len(list((tmp_path / "decision_rules").glob("*.rule"))) == 3
 
 
+def test_lp_and_qp_share_one_rule_and_other_constraints_do_not(tmp_path):
+    """A rule depends on the constraints only: the QP variant loads the LP's; another box does not."""
+    solve_decision_rule(build_problem("dcopf_14", objective="lp"), cache_dir=tmp_path)
+    assert solve_decision_rule(build_problem("dcopf_14", objective="qp"), cache_dir=tmp_path).info["cached"]
+    assert not solve_decision_rule(build_problem("dcopf_14", uncertainty=0.3), cache_dir=tmp_path).info["cached"]
+    assert len(list((tmp_path / "decision_rules").glob("*.rule"))) == 2
+
+
 # --- infeasibility --------------------------------------------------------------------------------------------
 def test_infeasible_level_raises_with_the_largest_feasible_level():
     with pytest.raises(DecisionRuleInfeasible) as info:

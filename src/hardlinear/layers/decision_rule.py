@@ -214,7 +214,7 @@ def solve_decision_rule(
     exactly at ``t* = 0``: its rule is feasible only up to the solver's accuracy, ~1e-8).
     """
     solver = _resolve_solver(problem, solver)
-    fingerprint = problem.fingerprint()
+    fingerprint = problem.constraints_fingerprint()
     path = _cache_path(cache_dir, problem, solver, margin, fingerprint) if cache_dir is not None else None
     rule = _load_cached(path, fingerprint) if path is not None else None
     if rule is None:
@@ -370,7 +370,7 @@ def rebuilder(problem) -> Callable[[float], Any] | None:
     else:
         return None
     try:
-        same = build(problem.uncertainty).fingerprint() == problem.fingerprint()
+        same = build(problem.uncertainty).constraints_fingerprint() == problem.constraints_fingerprint()
     except Exception:  # a problem that cannot be rebuilt is not an error here
         return None
     return build if same else None

@@ -157,12 +157,27 @@ class Problem:
         return {"problem": self.name, "objective": self.objective_kind, "form": self.form}
 
     def fingerprint(self) -> str:
-        """SHA-256 of every array that defines the problem: the cache key of datasets and rules."""
+        """SHA-256 of every array that defines the problem (constraints and objective): the datasets' cache key."""
+        import hashlib
+
+        h = hashlib.sha256(self.constraints_fingerprint().encode())
+        parts: list[np.ndarray] = [self.objective_data.c]
+        if self.objective_data.is_quadratic:
+            Q = sp.csr_matrix(self.objective_data.Q)
+            parts += [Q.indptr, Q.indices, Q.data]
+        for arr in parts:
+            h.update(np.ascontiguousarray(arr).tobytes())
+        h.update(self.objective_kind.encode())
+        return h.hexdigest()
+
+    def constraints_fingerprint(self) -> str:
+        """SHA-256 of the input box, the constraint arrays and the form: the decision rules' cache key (a rule
+        depends on the constraints only, so the LP and QP variants of a problem share one)."""
         import hashlib
 
         h = hashlib.sha256()
         fam = self.compact
-        parts: list[np.ndarray] = [fam.box.lo, fam.box.hi, self.objective_data.c]
+        parts: list[np.ndarray] = [fam.box.lo, fam.box.hi]
         for name in ("G", "H", "G_stack", "H_stack", "B_eq", "B_ineq"):
             arr = getattr(fam, name, None)
             if arr is None:
@@ -172,10 +187,7 @@ class Problem:
                 parts += [arr.indptr, arr.indices, arr.data, np.asarray(arr.shape)]
             else:
                 parts += [np.asarray(arr), np.asarray(np.shape(arr))]
-        if self.objective_data.is_quadratic:
-            Q = sp.csr_matrix(self.objective_data.Q)
-            parts += [Q.indptr, Q.indices, Q.data]
         for arr in parts:
             h.update(np.ascontiguousarray(arr).tobytes())
-        h.update(f"{self.form}|{self.objective_kind}".encode())
+        h.update(self.form.encode())
         return h.hexdigest()

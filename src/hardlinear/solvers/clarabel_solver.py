@@ -10,6 +10,11 @@ import scipy.sparse as sp
 from hardlinear.solvers.base import QPSolver, SolveResult
 
 
+# Clarabel's own default is 200 iterations; a projection QP near a degenerate vertex of the portfolio's C(x)
+# once needed more (one of 100 "maxiterations" in a paper run). 1000 is still bounded, and a failure stays loud.
+DEFAULTS = {"max_iter": 1000}
+
+
 class ClarabelSolver(QPSolver):
     name = "clarabel"
 
@@ -20,7 +25,7 @@ class ClarabelSolver(QPSolver):
         self._cl = clarabel
         self._settings = clarabel.DefaultSettings()
         self._settings.verbose = False
-        for key, value in options.items():
+        for key, value in {**DEFAULTS, **options}.items():
             setattr(self._settings, key, value)
         n = self.G.shape[1]
         self._P = sp.triu(self.Q if self.Q is not None else sp.csc_matrix((n, n)), format="csc")

@@ -68,7 +68,7 @@ BAD = [
     (["method=dc3", "method.penalty=-5"], "method.penalty must be >= 0; got -5"),
     (
         ["method=dc3", "+method.momentumm=0.9"],
-        "method has no option 'momentumm'; valid options: layer_dtype, lr, max_iter, momentum",
+        "method has no option 'momentumm'; valid options: eq_fraction, layer_dtype, lr, max_iter, momentum",
     ),
     (["method=dc3", "method.momentum=1.0"], "method.momentum must be in [0, 1); got 1.0"),
     (["method=dc3", "method.max_iter=0"], "method.max_iter must be >= 1; got 0"),

@@ -143,6 +143,7 @@ METHOD_RANGES = {
     "momentum": Range(0, 1, hi_open=True),
     "relaxation": Range(0, 2, lo_open=True, hi_open=True),
     "max_extrapolation": Range(lo=1),
+    "eq_fraction": Range(0, 1),
 }
 # Methods whose correction needs a problem form, when the class does not say so itself (``required_form``).
 REQUIRED_FORM_FALLBACK = {"hardlinear.methods.apm.APM": "standard"}
@@ -497,6 +498,7 @@ def _method_class(check: _Checker, target: Any) -> type | None:
 
 def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     """Valid values of the string options, from the constants of the code that consumes them."""
+    from hardlinear.methods.penalty import NORMS
     from hardlinear.solvers import BACKENDS
 
     module = sys.modules[cls.__module__]
@@ -505,6 +507,7 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
         "solver": tuple(getattr(module, "SOLVERS", BACKENDS)),  # post-projection: QP solvers only
         "rule_solver": ("auto", *BACKENDS),
         "on_failure": tuple(getattr(module, "ON_FAILURE", ("raise", "nan"))),
+        "norm": NORMS,
     }
     try:
         from hardlinear.layers.feasibility import DOMAIN_POLICIES, GRADIENTS

@@ -26,11 +26,13 @@ class APM(Penalty):
         self,
         name: str = "apm",
         penalty: float = 5000.0,
+        norm: str = "l2",
+        eq_fraction: float = 0.5,
         tol: float = 1e-4,
         max_iter: int = 300,
         layer_dtype: str = "float64",
     ) -> None:
-        super().__init__(name=name, penalty=penalty, layer_dtype=layer_dtype)
+        super().__init__(name=name, penalty=penalty, norm=norm, eq_fraction=eq_fraction, layer_dtype=layer_dtype)
         if tol < 0 or max_iter < 0:
             raise ValueError(f"need tol >= 0 and max_iter >= 0; got tol={tol}, max_iter={max_iter}")
         self.tol, self.max_iter = float(tol), int(max_iter)

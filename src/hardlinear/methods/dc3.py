@@ -3,9 +3,10 @@ inequalities by unrolled gradient steps; see :mod:`hardlinear.layers.dc3` for th
 
 Training: ``y = correct(complete(net(x)))`` with ``train_steps`` correction steps unrolled (DC3 used 10), loss::
 
-    L = 1/B sum_b [ f(x_b, y_b) + penalty * ( ||G y_b - g||^2 + ||max(H y_b - h, 0)||^2 ) ]
+    L = 1/B sum_b [ f(x_b, y_b) + penalty (1 - w) ||max(H y_b - h, 0)|| + penalty w ||G y_b - g|| ]
 
-(the equality term is ~0 by construction). Inference: up to ``max_iter`` steps (the paper: 300), stopping per
+the soft loss of :mod:`hardlinear.methods.penalty` (unsquared norms and ``w = eq_fraction = 0.5`` as DC3's
+code; ``norm="squared"`` as its paper's text); the equality term is ~0 by construction. Inference: up to ``max_iter`` steps (the paper: 300), stopping per
 instance once its largest inequality violation is ``<= tol`` (1e-4); ``Prediction.iterations`` is the number of
 correction steps each instance took. Paper defaults: correction lr 1e-4, momentum 0.5, penalty 5000 (DC-OPF)
 or 0.5 (portfolio, ``conf/problem_method/portfolio_dc3.yaml``).
@@ -18,7 +19,7 @@ import time
 import torch
 
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
-from hardlinear.methods.penalty import run_net, squared_violation
+from hardlinear.methods.penalty import check_penalty_options, run_net, soft_loss
 
 
 class DC3(Method):
@@ -35,11 +36,13 @@ class DC3(Method):
         tol: float = 1e-4,
         max_iter: int = 300,
         train_steps: int = 10,
+        norm: str = "l2",
+        eq_fraction: float = 0.5,
         layer_dtype: str = "float64",
     ) -> None:
         super().__init__()
-        if not penalty >= 0:
-            raise ValueError(f"penalty must be >= 0; got {penalty}")
+        check_penalty_options(penalty, norm, eq_fraction)
+        self.norm, self.eq_fraction = norm, float(eq_fraction)
         if train_steps < 0 or max_iter < 0:
             raise ValueError(f"train_steps and max_iter must be >= 0; got {train_steps}, {max_iter}")
         if lr <= 0 or not 0.0 <= momentum < 1.0 or tol < 0:
@@ -69,8 +72,7 @@ class DC3(Method):
         return y
 
     def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        eq2, ineq2 = squared_violation(self.problem, xi, y)
-        return (self.problem.objective(xi, y) + self.penalty * (eq2 + ineq2)).mean()
+        return soft_loss(self, xi, y)
 
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:

@@ -19,13 +19,23 @@ class EAPM(APM):
         self,
         name: str = "eapm",
         penalty: float = 5000.0,
+        norm: str = "l2",
+        eq_fraction: float = 0.5,
         tol: float = 1e-4,
         max_iter: int = 300,
         relaxation: float = 1.0,
         max_extrapolation: float = 1e4,
         layer_dtype: str = "float64",
     ) -> None:
-        super().__init__(name=name, penalty=penalty, tol=tol, max_iter=max_iter, layer_dtype=layer_dtype)
+        super().__init__(
+            name=name,
+            penalty=penalty,
+            norm=norm,
+            eq_fraction=eq_fraction,
+            tol=tol,
+            max_iter=max_iter,
+            layer_dtype=layer_dtype,
+        )
         if not 0.0 < relaxation < 2.0:
             raise ValueError(f"relaxation must be in (0, 2); got {relaxation}")
         if max_extrapolation < 1.0:

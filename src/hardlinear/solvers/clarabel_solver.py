@@ -9,7 +9,6 @@ import scipy.sparse as sp
 
 from hardlinear.solvers.base import QPSolver, SolveResult
 
-
 # Clarabel's own default is 200 iterations; a projection QP near a degenerate vertex of the portfolio's C(x)
 # once needed more (one of 100 "maxiterations" in a paper run). 1000 is still bounded, and a failure stays loud.
 DEFAULTS = {"max_iter": 1000}

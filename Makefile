@@ -9,7 +9,7 @@ EXTRAS ?= dev,wandb,gurobi
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-slow lint data paper tables figures aggregate bench bench-quick sizes clean
+.PHONY: help install run test test-slow lint data paper paper-tables tables figures aggregate bench bench-quick sizes clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,11 @@ data: install  ## build the validation and test sets of the paper's problems (ca
 
 paper: install  ## run every paper experiment (long: see README "Reproduce the paper")
 	$(PY) scripts/run_paper.py $(ARGS)
+
+paper-tables: install  ## the committed reproduction: tables, figures and provenance from results/paper/runs.csv
+	$(PY) scripts/make_tables.py --results results/paper/runs.csv --out results/paper/tables
+	$(PY) scripts/make_figures.py --results results/paper/runs.csv --out results/paper/figures
+	$(PY) scripts/provenance.py --results results/paper/runs.csv --out results/paper/provenance.json
 
 aggregate: install  ## merge results CSVs into results/aggregated.csv
 	$(PY) scripts/aggregate.py --inputs results/runs.csv --out results/aggregated.csv

@@ -10,8 +10,9 @@ the method's own forward pass (float32 network, float64 layer):
     alpha                 the rounding guard and the max ratio  O(m_ineq)
     blend                 (1 - alpha) y_TN + alpha y_SN         O(n)
 
-and, for reference, ``layer_total`` (one ``FeasibilityLayer.forward``, bookkeeping included) and
-``predict_total`` (``Proposed.predict``: network, casts, layer and its statistics).
+and, for reference, ``layer_total`` (one ``FeasibilityLayer.forward``, bookkeeping included),
+``predict_total`` (``Proposed.predict``: network, casts, layer and its statistics) and ``fused_predict_total``
+(the same with ``fused_inference=True``: :mod:`hardlinear.layers.fused`, or the layer where it falls back).
 
 Variants of the two stages whose cost depends on the matrices' structure (the layer has no switch for them,
 so the alternatives are written here with torch ops on the same matrices):
@@ -56,7 +57,7 @@ FULL = {
     "forms": ["standard", "inequality"],
 }
 STAGES = ("task_network", "equality_projection", "safe_network", "slacks", "alpha", "blend")
-TOTALS = ("layer_total", "predict_total")
+TOTALS = ("layer_total", "predict_total", "fused_predict_total")
 VARIANTS = ("layer", "dense", "sparse")
 COLUMNS = [
     "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k", "batch_size", "stage", "variant",
@@ -168,6 +169,7 @@ def stage_times(method, problem, B: int, args, base: dict) -> list[dict]:
         ("blend", "layer"): (lambda: torch.lerp(y_tn, y_sn, alpha.unsqueeze(1)).to(y_task.dtype), ""),
         ("layer_total", "layer"): (lambda: layer(xw, y_task), "FeasibilityLayer.forward"),
         ("predict_total", "layer"): (lambda: method.predict(xi), "Proposed.predict (network, casts, layer, stats)"),
+        ("fused_predict_total", "layer"): (lambda: _fused_predict(method, xi), _fused_note(method)),
     }
     for variant, (fn, nnz) in projection_variants(problem.family, args.device).items():
         fns[("equality_projection", variant)] = (lambda fn=fn: fn(xw, y_task), f"nnz={nnz}")
@@ -190,6 +192,20 @@ def _alpha(layer, xw, y_tn, y_sn, h, s_tn, s_sn, out_dtype):
         need = layer._guard(xw, y_tn, y_sn, h, out_dtype) - s_tn
     alpha = layer._alpha(need, s_tn, s_sn)
     return torch.where(s_tn.amin(dim=1) < 0, alpha, 0.0) if s_tn.shape[1] else alpha
+
+
+def _fused_predict(method, xi):
+    """``Proposed.predict`` with ``fused_inference`` on (hardlinear.layers.fused), the method left as it was."""
+    method.fused_inference = True
+    try:
+        return method.predict(xi)
+    finally:
+        method.fused_inference = False
+
+
+def _fused_note(method) -> str:
+    fused = method.fused_module()
+    return "fused: " + (fused.extra_repr() if fused.fused else f"falls back to the layer ({fused.reason})")
 
 
 def _projector_note(layer) -> str:

@@ -2,11 +2,13 @@
 
 Per problem, on one machine and one device:
 
-* **Networks and layers** (bare MLP, proposed, LDR, APM, EAPM, DC3): latency at batch 1 (median over test
+* **Networks and layers** (bare MLP, proposed, proposed_fused, LDR, APM, EAPM, DC3; ``mlp_folded`` on request):
+  latency at batch 1 (median over test
   instances, each passed alone through ``method.predict``) and, for each batch size, the median time of one
   ``predict`` call on a fresh batch; throughput = batch / that time. Networks are untrained unless
   ``--train-epochs N`` (untrained networks make APM, EAPM and DC3 iterate more than trained ones would; the
-  bare MLP and the proposed layer cost the same trained or not).
+  bare MLP and the unfused proposed layer cost the same trained or not; the fused path skips the safe output
+  for rows the blend leaves alone, so an untrained network, whose every row moves, is its worst case).
 * **Post-projection** (a network, then one QP per instance; clarabel, osqp) and **optimizers** (HiGHS,
   Clarabel, OSQP, Gurobi where its licence admits the model): one instance at a time, so throughput is
   1 / latency. The solver's model is built once; per instance only the right-hand sides change.
@@ -17,7 +19,11 @@ Per problem, on one machine and one device:
 
 Ratios (``latency_summary.csv``) against the targets: proposed / MLP at batch 1 (<= 1.5) and at batch 4096
 (<= 2) on dcopf_118 and dcopf_200; fastest cold optimizer / proposed at batch 1 (>= 20) and proposed batched
-throughput / that optimizer's rate (>= 1000) on their QPs. Other problems are shown for reference.
+throughput / that optimizer's rate (>= 1000) on their QPs. Other problems are shown for reference. The same
+ratios follow for ``proposed_fused`` (``Proposed(fused_inference=True)``: :mod:`hardlinear.layers.fused`),
+suffixed `` (fused)``, and for the ``torch.compile`` variants, suffixed `` (torch.compile)``.
+``mlp_folded`` (the bare MLP with batch norm folded into its linear layers, as the fused path does) is a
+reference for how much of the fused path's gain is the folding alone.
 
 Run: ``python benchmarks/bench_latency.py --quick`` (or ``--full``; ``--help`` lists the settings).
 """
@@ -53,7 +59,10 @@ FULL = {
     "solver_instances": 100,
     "call_budget": 60.0,
 }
-METHODS = ("mlp", "proposed", "ldr", "apm", "eapm", "dc3")
+METHODS = ("mlp", "proposed", "proposed_fused", "ldr", "apm", "eapm", "dc3")
+EXTRA_METHODS = ("mlp_folded",)  # on request only (--methods)
+# Names that are a method config with overrides: name -> (config, overrides).
+VARIANTS = {"proposed_fused": ("proposed", ["method.fused_inference=true"])}
 PROJECTIONS = ("post_projection", "post_projection_osqp")
 SOLVERS = ("highs", "clarabel", "osqp", "gurobi")
 WARM_MODES = ("cold", "warm_prev", "warm_net")
@@ -79,7 +88,7 @@ def parser():
     p.add_argument("--batch-sizes", type=int, nargs="+", default=None)
     p.add_argument("--test-instances", type=int, default=None, help="instances timed one at a time (batch 1)")
     p.add_argument("--solver-instances", type=int, default=None, help="instances per solver and mode")
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS + EXTRA_METHODS)
     p.add_argument("--projections", nargs="*", default=list(PROJECTIONS), help="post-projection method configs")
     p.add_argument("--solvers", nargs="*", default=list(SOLVERS), choices=SOLVERS)
     p.add_argument("--warm-modes", nargs="+", default=list(WARM_MODES), choices=WARM_MODES)
@@ -111,6 +120,28 @@ class BareMLP:
         return self.net(xi), None
 
 
+class FoldedMLP:
+    """The same network with ``Standardize`` and batch norm folded into its linear layers (what the fused path
+    does to the hidden layers), as a predictor: a reference, not a target."""
+
+    name = "mlp_folded"
+    iterative = False
+
+    def __init__(self, problem, ctx) -> None:
+        from hardlinear.layers.fused import fold_network
+
+        net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, ctx.dtype).eval()
+        hidden, last = fold_network(net)
+        self.layers = [(W.to(ctx.device, ctx.dtype), b.to(ctx.device, ctx.dtype)) for W, b in [*hidden, last]]
+
+    @torch.no_grad()
+    def predict(self, xi: torch.Tensor):
+        z = xi
+        for W, b in self.layers[:-1]:
+            z = torch.nn.functional.linear(z, W, b).relu_()
+        return torch.nn.functional.linear(z, *self.layers[-1]), None
+
+
 def compile_forward(method) -> None:
     """Replace the forward pass by its ``torch.compile`` version (one compilation per batch size, untimed:
     the warm-up calls trigger it). Shows how much of the batch-1 overhead is per-operation dispatch."""
@@ -120,7 +151,7 @@ def compile_forward(method) -> None:
 
 def _predict(method):
     """``xi -> (y, iterations or None)`` for methods and the bare MLP alike."""
-    if isinstance(method, BareMLP):
+    if isinstance(method, (BareMLP, FoldedMLP)):
         return method.predict
 
     def run(xi):
@@ -145,7 +176,7 @@ def time_batch1(predict, xi: torch.Tensor, device: str, warmup: int) -> tuple[fl
 
 def learned_rows(name: str, method, problem, args, ident: dict, xi_test: torch.Tensor) -> list[dict]:
     predict = _predict(method)
-    kind = "iterative" if getattr(method, "iterative", False) else ("network" if name == "mlp" else "layer")
+    kind = "iterative" if getattr(method, "iterative", False) else ("network" if name.startswith("mlp") else "layer")
     rows = []
     ms, iters = time_batch1(predict, xi_test, args.device, args.warmup)
     rows.append({**ident, "method": name, "kind": kind, "batch_size": 1, "calls": len(xi_test), "median_ms": ms,
@@ -274,11 +305,12 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     proposed = None
     for name in args.methods:
         t0 = time.perf_counter()
-        if name == "mlp":
+        if name in ("mlp", "mlp_folded"):
             torch.manual_seed(args.seed)
-            method, source = BareMLP(problem, ctx), ""
+            method, source = (BareMLP if name == "mlp" else FoldedMLP)(problem, ctx), ""
         else:
-            method, _, source = common.make_method(problem_cfg, name, problem, ctx)
+            config, overrides = VARIANTS.get(name, (name, []))
+            method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
             common.quick_train(method, problem, ctx, args.train_epochs)
             proposed = method if name == "proposed" else proposed
         out = learned_rows(name, method, problem, args, {**ident, "rule_source": source}, xi_test)
@@ -328,7 +360,7 @@ def _get(rows, method, batch, variant=""):
 
 def summarize(rows: list[dict]) -> list[dict]:
     """Per problem: the four ratios of the module docstring, each with its target and verdict (and again for
-    the ``torch.compile`` variants of the MLP and proposed, where measured)."""
+    the fused path and for the ``torch.compile`` variants of the MLP and proposed, where measured)."""
     out = []
     for problem in dict.fromkeys(r["problem"] for r in rows):
         pr = [r for r in rows if r["problem"] == problem]
@@ -341,13 +373,15 @@ def summarize(rows: list[dict]) -> list[dict]:
             and not r.get("failures")
         ]
         fastest = min(cold, key=lambda r: r["median_ms"], default=None)
-        for variant in ("", "torch.compile"):
-            p1, m1 = _get(pr, "proposed", 1, variant), _get(pr, "mlp", 1, variant)
-            if variant and not (p1 and m1):
+        # (suffix of the ratio's name, the proposed method's rows, variant of both, which must be measured)
+        for suffix, name, variant in (("", "proposed", ""), ("fused", "proposed_fused", ""),
+                                      ("torch.compile", "proposed", "torch.compile")):  # fmt: skip
+            p1, m1 = _get(pr, name, 1, variant), _get(pr, "mlp", 1, variant)
+            if suffix and not (p1 and m1):
                 continue
-            big = max((r["batch_size"] for r in pr if r["method"] == "proposed" and r["status"] == "ok"), default=1)
-            ref_batch = 4096 if _get(pr, "proposed", 4096, variant) and _get(pr, "mlp", 4096, variant) else big
-            pb, mb = _get(pr, "proposed", ref_batch, variant), _get(pr, "mlp", ref_batch, variant)
+            big = max((r["batch_size"] for r in pr if r["method"] == name and r["status"] == "ok"), default=1)
+            ref_batch = 4096 if _get(pr, name, 4096, variant) and _get(pr, "mlp", 4096, variant) else big
+            pb, mb = _get(pr, name, ref_batch, variant), _get(pr, "mlp", ref_batch, variant)
             opt = fastest["variant"] if fastest else "none solved every instance"
             values = {
                 "proposed_over_mlp_b1": (_ratio(p1, m1, "median_ms"), "batch 1"),
@@ -355,14 +389,14 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "optimizer_over_proposed_b1": (_ratio(fastest, p1, "median_ms"), f"fastest cold optimizer: {opt}"),
                 "throughput_over_optimizer": (
                     _ratio(pb, fastest, "throughput"),
-                    f"proposed at batch {ref_batch} vs {opt}",
+                    f"{name} at batch {ref_batch} vs {opt}",
                 ),
             }
             for ratio, (value, detail) in values.items():
                 op, target, where = TARGETS[ratio]
                 ok = value <= target if op == "<=" else value >= target
                 verdict = "n/a" if math.isnan(value) else ("PASS" if ok else "MISS")
-                out.append({"problem": problem, "ratio": ratio + (f" ({variant})" if variant else ""), "value": value,
+                out.append({"problem": problem, "ratio": ratio + (f" ({suffix})" if suffix else ""), "value": value,
                             "target": f"{op} {target:g}", "verdict": verdict, "target_applies": problem in where,
                             "detail": detail})  # fmt: skip
     return out

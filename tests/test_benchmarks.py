@@ -58,7 +58,7 @@ def test_latency(bench, cache_dir, tmp_path):
                               "--out-dir", str(tmp_path), "--cache-dir", cache_dir])  # fmt: skip
     rows = check_outputs(result, "latency", mod.COLUMNS)
     ok = [r for r in rows if r["status"] == "ok"]
-    for method in ("mlp", "proposed", "ldr", "apm", "eapm", "dc3"):
+    for method in ("mlp", "proposed", "proposed_fused", "ldr", "apm", "eapm", "dc3"):
         got = {int(r["batch_size"]) for r in ok if r["method"] == method}
         assert got == {1, 16}, f"{method}: batches {got}"
     assert all(float(r["median_ms"]) > 0 and float(r["throughput"]) > 0 for r in ok)
@@ -70,7 +70,7 @@ def test_latency(bench, cache_dir, tmp_path):
     assert all(r["iterations_mean"] for r in ok if r["kind"] == "iterative")
     header, summary = read_csv(result["paths"]["summary"])
     assert header == mod.SUMMARY_COLUMNS
-    assert {s["ratio"] for s in summary} == set(mod.TARGETS)
+    assert {s["ratio"] for s in summary} == set(mod.TARGETS) | {f"{t} (fused)" for t in mod.TARGETS}
     assert {s["verdict"] for s in summary} <= {"PASS", "MISS", "n/a"}
 
 

@@ -8,6 +8,12 @@ Inputs outside the box (where the rule, hence the output, is not guaranteed feas
 ``out_of_domain``: ``count`` (only the metrics count them), ``warn`` (the default), ``error``, or ``project``:
 at inference each such row's output is replaced by its exact projection onto ``C(x)``, a QP solved by Clarabel
 (no gradient; an empty ``C(x)`` raises, naming the instance).
+
+``fused_inference=True``: ``predict`` in eval mode runs :mod:`hardlinear.layers.fused` instead of the network
+and the layer (batch norm folded, the projection folded into the last layer, the rule through its null-space
+coordinates): the same guarantees at a fraction of the cost. It is built from the current weights on first
+use and rebuilt whenever a weight or buffer changes (in place, by assignment or by a move) or the method
+returns to training mode; ``forward`` (training, gradients) never uses it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class Proposed(Method):
         pretrain: bool = True,
         out_of_domain: str = "warn",
         require_positive_margin: bool = True,
+        fused_inference: bool = False,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -42,8 +49,10 @@ class Proposed(Method):
         self.layer_dtype = check_dtype(layer_dtype)
         self.pretrain, self.out_of_domain = pretrain, out_of_domain
         self.require_positive_margin = bool(require_positive_margin)
+        self.fused_inference = bool(fused_inference)
         self.t_star = float("nan")
         self._projection = None
+        self._fused: tuple | None = None  # (weights key, tensors, module): a cache, not a submodule
 
     def setup(self, problem, ctx: Context) -> float:
         from hardlinear.layers.feasibility import FeasibilityLayer
@@ -67,11 +76,57 @@ class Proposed(Method):
     def pretrain_target(self, xi: torch.Tensor) -> torch.Tensor | None:
         return self.rule(xi.to(self.layer_dtype)) if self.pretrain else None
 
+    # --- fused inference (hardlinear.layers.fused) -----------------------------------------------------------
+    def train(self, mode: bool = True) -> Proposed:
+        if mode:
+            self._fused = None  # weights are about to change
+        return super().train(mode)
+
+    def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's own signature
+        self._fused = None  # .to(), .double(), .cuda(): the snapshot holds the old tensors
+        return super()._apply(fn, recurse)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # noqa: ANN001
+        self._fused = None
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _fused_key(self, tensors: list[torch.Tensor]) -> list:
+        layer = self.layer
+        key = [(t.data_ptr(), t._version) for t in tensors]
+        key += (layer.rounding_guard, layer.alpha_margin, layer.alpha_dtype, layer.out_of_domain, self.layer_dtype)
+        return key
+
+    def fused_module(self) -> torch.nn.Module:
+        """The inference module of :mod:`hardlinear.layers.fused` for the current weights, built on first use.
+
+        Rebuilt when a weight or buffer of the network or the rule was changed in place (its version counter,
+        e.g. an optimizer step or ``load_state_dict``) or replaced (``p.data = ...``, a move), or a layer setting
+        changed; dropped by ``train()``, ``.to()`` and ``load_state_dict``. Unseen: in-place changes through
+        ``p.data`` (``p.data.mul_(2)``: no version bump) and parameters replaced by a new object in eval mode;
+        call ``train()`` (or ``eval()``) after such edits.
+        """
+        from hardlinear.layers.fused import fuse
+
+        if self._fused is not None:
+            key, tensors, module = self._fused
+            if self._fused_key(tensors) == key:
+                return module
+        tensors = [*self.net.parameters(), *self.net.buffers(), *self.rule.parameters(), *self.rule.buffers()]
+        module = fuse(self)
+        self._fused = (self._fused_key(tensors), tensors, module)
+        return module
+
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
-        y = self(xi)
-        stats = self.layer.last_stats
-        extras = {k: stats[k] for k in ("alpha", "out_of_domain") if k in stats}
+        keys = ("alpha", "out_of_domain")
+        if self.fused_inference and not self.training and not torch.is_grad_enabled():
+            fused = self.fused_module()
+            y = fused(xi)
+            stats = fused.stats(keys)
+        else:
+            y = self(xi)
+            stats = self.layer.last_stats
+        extras = {k: stats[k] for k in keys if k in stats}
         if self.out_of_domain == "project" and bool(stats["out_of_domain"].any()):
             y = self._project_rows(xi, y, stats["out_of_domain"])
         return Prediction(y=y, iterations=torch.ones(xi.shape[0], dtype=torch.long, device=y.device), extras=extras)

@@ -1,0 +1,278 @@
+"""The fused inference path (hardlinear.layers.fused) against the unfused network + FeasibilityLayer.
+
+Networks are "trained-looking": random weights, batch normalisation with non-trivial running statistics and
+affine parameters, and a last layer whose output is the rule's at the centre of the box (plus a scaled random
+weight away from it). Inputs run from the centre to random points of the box, so a batch holds rows the blend
+leaves alone (alpha = 0) and rows it moves (0 < alpha < 1); NaN inputs and (float32) task outputs that
+overflow give alpha = 1. No timing here: benchmarks/bench_latency.py times ``proposed_fused``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from hardlinear.layers.fused import FusedProposed, LayerPath, NotFusable, fold_network, fuse
+from hardlinear.methods.base import Context
+from hardlinear.methods.proposed import Proposed
+from hardlinear.problems import Portfolio, build_problem
+from hardlinear.train.network import MLP
+
+# Weight scale of the last layer per problem: enough spread that a batch has rows with alpha = 0 and > 0.
+SIGMA = {"dcopf_14": 30.0, "dcopf_118": 0.3}
+B = 96
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+def make_method(problem, cache_dir: str, dtype=torch.float64, sigma: float = 1.0, seed: int = 0) -> Proposed:
+    """A set-up Proposed (fused_inference on) with a trained-looking network, in eval mode."""
+    method = Proposed(out_of_domain="count", fused_inference=True)
+    torch.manual_seed(seed)  # the network's initialisation
+    method.setup(problem, Context(cache_dir=cache_dir, dtype=dtype, seed=seed, progress=False))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for mod in method.net.modules():
+            if isinstance(mod, nn.BatchNorm1d):
+                f = mod.num_features
+                mod.running_mean.copy_(0.5 * torch.randn(f, generator=g))
+                mod.running_var.copy_(0.5 + 1.5 * torch.rand(f, generator=g))
+                mod.weight.copy_(1.0 + 0.3 * torch.randn(f, generator=g))
+                mod.bias.copy_(0.3 * torch.randn(f, generator=g))
+        # y_task = rule(mid) + sigma W (z(xi) - z(mid)): exact at the centre, further off further out
+        method.eval()
+        last = method.net.net[-1]
+        mid = torch.as_tensor(problem.box.mid, dtype=torch.float64)[None]
+        last.weight.mul_(sigma)
+        z_mid = method.net.net[:-1](mid.to(last.weight.dtype)).double()
+        last.bias.copy_(method.rule(mid)[0] - (z_mid @ last.weight.double().T)[0])
+    return method.eval()
+
+
+def inputs(problem, n: int = B, seed: int = 2) -> torch.Tensor:
+    """``n`` float64 inputs of the box on segments from its centre (row i at fraction i / (n - 1))."""
+    mid = torch.as_tensor(problem.box.mid, dtype=torch.float64)[None]
+    u = problem.sample(n, generator=torch.Generator().manual_seed(seed)).double()
+    return mid + torch.linspace(0.0, 1.0, n, dtype=torch.float64)[:, None] * (u - mid)
+
+
+def both(method: Proposed, xi: torch.Tensor):
+    """``(fused prediction, unfused prediction)`` of the same method."""
+    method.fused_inference = True
+    fused = method.predict(xi)
+    method.fused_inference = False
+    plain = method.predict(xi)
+    method.fused_inference = True
+    return fused, plain
+
+
+def rel_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per row: ``max |a - b| / (1 + max |b|)`` (NaN rows must be NaN in both: 0)."""
+    same_nan = torch.isnan(a) & torch.isnan(b)
+    diff = torch.where(same_nan, 0.0, (a - b).abs()).amax(dim=1)
+    return diff / (1.0 + torch.nan_to_num(b, nan=0.0).abs().amax(dim=1))
+
+
+def assert_feasible(problem, xi: torch.Tensor, y: torch.Tensor) -> None:
+    """Float64 feasibility of every row: inequalities to 1e-9, equalities to 1e-12, relative to ``1 + |y|``."""
+    scale = 1.0 + y.abs().amax(dim=1)
+    ineq = problem.ineq_resid(xi, y).clamp(min=0.0).amax(dim=1) / scale
+    eq = problem.eq_resid(xi, y).abs().amax(dim=1) / scale
+    assert float(ineq.max()) <= 1e-9, f"inequality violation {float(ineq.max()):.2e}"
+    assert float(eq.max()) <= 1e-12, f"equality residual {float(eq.max()):.2e}"
+
+
+@pytest.fixture(scope="module", params=["dcopf_14", "dcopf_118"])
+def case(request, cache_dir):
+    problem = build_problem(request.param)
+    return problem, make_method(problem, cache_dir, sigma=SIGMA[request.param])
+
+
+# --- the fused path computes the layer's output ---------------------------------------------------------------
+def test_fused_structure(case):
+    problem, method = case
+    fused = method.fused_module()
+    assert isinstance(fused, FusedProposed)
+    assert fused.rule_residual < 1e-12  # the solved rule is on the equalities to rounding
+    assert fused.completion is not None and fused.cols < problem.n  # standard form: P x on the non-slacks only
+    assert fused.d < 64 and fused.A_T.shape == (256, fused.d)  # the last layer onto the null space
+
+
+@pytest.mark.parametrize("chunk_rows", [B, 16, 1])
+def test_fused_matches_layer_float64(case, chunk_rows):
+    """Outputs and alpha as the unfused layer's to ~1e-13 (float64 network), in one chunk, in chunks whose rows
+    mostly move or mostly stay, and one row at a time."""
+    problem, method = case
+    xi = inputs(problem)
+    fused = method.fused_module()
+    fused.chunk_rows = chunk_rows
+    try:
+        got, want = both(method, xi)
+    finally:
+        fused.chunk_rows = max(64, fused.chunk_rows)
+    alpha = want.extras["alpha"]
+    assert int((alpha == 0).sum()) >= 10 and int(((alpha > 0) & (alpha < 1)).sum()) >= 10, "the batch must mix"
+    assert float(rel_diff(got.y, want.y).max()) <= 1e-12
+    assert float((got.extras["alpha"] - alpha).abs().max()) <= 1e-12
+    assert torch.equal(got.extras["alpha"] == 0, alpha == 0)  # alpha = 0 rows are y_TN, bit for bit
+    assert torch.equal(got.extras["out_of_domain"], want.extras["out_of_domain"])
+    assert got.y.dtype == want.y.dtype == torch.float64
+    assert_feasible(problem, xi, got.y)
+
+
+def test_fused_single_rows(case):
+    """Batch 1 (the path with one sync): a row left alone and a row that moves, each alone."""
+    problem, method = case
+    xi = inputs(problem)
+    _, want = both(method, xi)
+    alpha = want.extras["alpha"]
+    for i in (int(torch.nonzero(alpha == 0)[0]), int(torch.argmax(alpha))):
+        got, ref = both(method, xi[i : i + 1])
+        assert float(rel_diff(got.y, ref.y).max()) <= 1e-12
+        assert float((got.extras["alpha"] - ref.extras["alpha"]).abs().max()) <= 1e-12
+
+
+def test_fused_nonfinite_inputs_and_stats(case):
+    """NaN inputs give NaN rows with alpha = 1 and count as out of domain, as unfused; last_stats agree."""
+    problem, method = case
+    xi = inputs(problem, 12)
+    xi[3, 0] = math.nan
+    xi[7] = math.nan
+    got, want = both(method, xi)
+    assert torch.isnan(got.y[[3, 7]]).all() and torch.isnan(want.y[[3, 7]]).all()
+    assert float(rel_diff(got.y, want.y).max()) <= 1e-12
+    assert got.extras["alpha"][[3, 7]].eq(1.0).all()
+    assert torch.equal(got.extras["out_of_domain"], want.extras["out_of_domain"])
+    stats, ref = method.fused_module().last_stats, method.layer.last_stats
+    assert set(stats) == set(ref)
+    for key in ref:
+        if key == "alpha":
+            assert float((stats[key] - ref[key]).abs().max()) <= 1e-12
+        else:
+            assert torch.equal(stats[key], ref[key]), key
+
+
+# --- float32 networks: task outputs that overflow ---------------------------------------------------------------
+def test_fused_float32_network_and_overflow(cache_dir):
+    """A float32 network: the fused path differs from the unfused one only by the float32 rounding of the task
+    output it no longer forms; rows whose task output overflows float32 get the safe output (alpha = 1)."""
+    problem = build_problem("dcopf_14")
+    method = make_method(problem, cache_dir, dtype=torch.float32, sigma=SIGMA["dcopf_14"])
+    xi = inputs(problem, 40)
+    xi[[5, 17]] = 3e38  # finite in float32 (and in the rule's float64); the network's first layer overflows
+    got, want = both(method, xi)
+    big = torch.zeros(40, dtype=torch.bool)
+    big[[5, 17]] = True
+    assert got.extras["alpha"][big].eq(1.0).all() and want.extras["alpha"][big].eq(1.0).all()
+    assert torch.isfinite(got.y[big]).all()
+    assert float(rel_diff(got.y[big], want.y[big]).max()) <= 1e-12  # the rule (its projection) at the input
+    assert float(rel_diff(got.y[~big], want.y[~big]).max()) <= 1e-5
+    assert float((got.extras["alpha"] - want.extras["alpha"]).abs().max()) <= 1e-4
+    assert_feasible(problem, xi[~big], got.y[~big])
+    got_flags = method.fused_module().stats(("nonfinite",))["nonfinite"]
+    method.fused_inference = False
+    method.predict(xi)
+    assert torch.equal(got_flags, big) and torch.equal(method.layer.last_stats["nonfinite"], big)
+
+
+# --- lifecycle: rebuilt when weights change ---------------------------------------------------------------------
+def test_fused_rebuilt_when_weights_change(cache_dir):
+    problem = build_problem("dcopf_14")
+    method = make_method(problem, cache_dir, sigma=SIGMA["dcopf_14"])
+    xi = inputs(problem, 24)
+    first = method.fused_module()
+    assert method.fused_module() is first  # cached while nothing changes
+    with torch.no_grad():
+        method.net.net[-1].bias.add_(0.05)  # in place: the version counter moves
+        method.net.net[2].running_var.mul_(1.5)
+    got, want = both(method, xi)
+    assert method.fused_module() is not first
+    assert float(rel_diff(got.y, want.y).max()) <= 1e-12
+    second = method.fused_module()
+    method.train()
+    assert method._fused is None  # training drops it; predict in training mode never uses it
+    method.eval()
+    state = {k: v.clone() if torch.is_tensor(v) else v for k, v in method.state_dict().items()}
+    method.predict(xi)
+    method.load_state_dict(state)
+    assert method._fused is None
+    method.predict(xi)
+    assert method.fused_module() is not second
+
+
+# --- where the structure does not allow fusion ---------------------------------------------------------------
+def test_fallback_for_input_dependent_constraints(cache_dir):
+    problem = Portfolio(uncertainty=0.3)  # standard form: G depends on the input
+    method = Proposed(out_of_domain="count", fused_inference=True)
+    method.setup(problem, Context(cache_dir=cache_dir, dtype=torch.float64, progress=False))
+    method.eval()
+    fused = fuse(method)
+    assert isinstance(fused, LayerPath) and not fused.fused and "constant G" in fused.reason
+    xi = problem.sample(8, generator=torch.Generator().manual_seed(0)).double()
+    got, want = both(method, xi)
+    assert torch.equal(got.y, want.y) and torch.equal(got.extras["alpha"], want.extras["alpha"])
+
+
+def test_inequality_form_uses_the_dense_path(cache_dir):
+    problem = build_problem("dcopf_14", form="inequality")
+    method = make_method(problem, cache_dir, sigma=SIGMA["dcopf_14"])
+    fused = method.fused_module()
+    assert isinstance(fused, FusedProposed) and fused.completion is None
+    xi = inputs(problem)
+    got, want = both(method, xi)
+    assert float(rel_diff(got.y, want.y).max()) <= 1e-12
+    assert float((got.extras["alpha"] - want.extras["alpha"]).abs().max()) <= 1e-12
+    assert_feasible(problem, xi, got.y)
+
+
+def test_fold_network_is_the_network_and_refuses_unknown_layers():
+    problem = build_problem("dcopf_14")
+    net = MLP(problem.box, 7).double()
+    with torch.no_grad():
+        for mod in net.modules():
+            if isinstance(mod, nn.BatchNorm1d):
+                mod.running_mean.uniform_(-1.0, 1.0)
+                mod.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    hidden, (W, b) = fold_network(net)
+    xi = problem.sample(5, generator=torch.Generator().manual_seed(0)).double()
+    z = xi
+    for Wh, bh in hidden:
+        z = torch.relu(z @ Wh.T + bh)
+    np.testing.assert_allclose((z @ W.T + b).numpy(), net(xi).detach().numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(NotFusable):
+        fold_network(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)))
+    net.train()
+    with pytest.raises(NotFusable):
+        fold_network(net)  # batch statistics are not an affine map
+
+
+def test_fused_inference_option_is_validated_from_the_signature():
+    """``fused_inference`` needs no entry in hardlinear.schemas: it is read from Proposed's signature."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.schemas import ConfigError, validate_config
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        base = ["problem=dcopf_14", "method=proposed"]
+        validate_config(compose(config_name="config", overrides=[*base, "method.fused_inference=true"]))
+        with pytest.raises(ConfigError, match="fused_inference must be a bool"):
+            validate_config(compose(config_name="config", overrides=[*base, "method.fused_inference=abc"]))

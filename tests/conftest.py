@@ -5,6 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One torch thread in every test: fastest on the 2-core CI machine, and no oversubscription beside solvers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -27,14 +27,6 @@ SIGMA = {"dcopf_14": 30.0, "dcopf_118": 0.3}
 B = 96
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("cache"))

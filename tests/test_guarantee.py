@@ -62,14 +62,6 @@ LARGE = {"dcopf_118", "dcopf_200"}
 SMALL_NET = {"hidden": 32, "layers": 2, "batch_norm": True}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def rule_cache(tmp_path_factory):
     """Decision rules and datasets of this module: solved once, in a directory of its own."""

@@ -26,14 +26,6 @@ TOL = 1e-9  # float64 feasibility (relative equality residual, absolute inequali
 EPS32 = torch.finfo(torch.float32).eps
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 class AffineSafe(nn.Module):
     """``y = F x`` with ``x = (1, xi)``; ``F`` is a parameter so gradients through the safe output are tested."""
 

@@ -53,6 +53,17 @@ def device_name(device: str) -> str:
     return f"cpu:{platform.processor() or platform.machine()}"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``, else ``platform.processor()``), for provenance records."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def problem_from_config(cfg: DictConfig):
     """``cfg.problem`` minus its training schedule, as constructor arguments of the named problem."""
     options = {k: v for k, v in OmegaConf.to_container(cfg.problem, resolve=True).items() if k not in PROBLEM_META_KEYS}

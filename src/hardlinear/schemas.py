@@ -139,6 +139,7 @@ METHOD_RANGES = {
     "tol": POSITIVE,
     "max_iter": AT_LEAST_1,
     "train_steps": NON_NEGATIVE,
+    "train_iter": NON_NEGATIVE,
     "lr": POSITIVE,
     "momentum": Range(0, 1, hi_open=True),
     "relaxation": Range(0, 2, lo_open=True, hi_open=True),
@@ -504,6 +505,7 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     module = sys.modules[cls.__module__]
     choices: dict[str, Sequence[str]] = {
         "layer_dtype": DTYPE_NAMES,
+        "train_dtype": DTYPE_NAMES,
         "solver": tuple(getattr(module, "SOLVERS", BACKENDS)),  # post-projection: QP solvers only
         "rule_solver": ("auto", *BACKENDS),
         "on_failure": tuple(getattr(module, "ON_FAILURE", ("raise", "nan"))),

@@ -29,12 +29,23 @@ stops once its largest slack violation ``max_i max(-s_i, 0)`` (= the largest vio
 
 ``iterations`` per instance counts the iterations after ``x_0`` (0 when ``P_V(y_net)`` is already within
 ``tol``).
+
+**Null-space coordinates.** When ``G`` is constant, ``V = {N u + c(x)}`` with ``N`` an orthonormal null-space
+basis and ``c = P x`` orthogonal to it (:meth:`EqualityProjector.affine_parametrisation`). With ``d = max(-s,
+0)`` the slacks' deficit at ``x = N u + c`` (so ``P_C x = x + d``), one APM iteration is ``u <- u + N_S' d``
+(``N_S``: the slack rows of ``N``), and EAPM's is ``u <- u + lambda L N_S' d`` with ``||p - x|| = ||d||`` and
+``||q - x|| = ||N_S' d||``: the same iterates as above, for two thin products per iteration instead of an
+``n``-wide projection, and every iterate is in ``V`` exactly (no re-projection). This path is taken whenever
+the projector offers it (``coordinates=True``, the default); the generic path above is the reference
+(``tests/test_baselines.py`` checks that both give the same iterates).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from hardlinear.constraints import lift
 
 # ||q - x||^2 at or below this (relative to ||p - x||^2) counts as zero: no extrapolation.
 TINY = 1e-30
@@ -52,6 +63,7 @@ class AlternatingProjection(nn.Module):
         extrapolate: bool = False,
         relaxation: float = 1.0,
         max_extrapolation: float = 1e4,
+        coordinates: bool = True,
     ) -> None:
         super().__init__()
         if slack_start < 0:
@@ -67,6 +79,7 @@ class AlternatingProjection(nn.Module):
         self.tol, self.max_iter = float(tol), int(max_iter)
         self.extrapolate, self.relaxation = bool(extrapolate), float(relaxation)
         self.max_extrapolation = float(max_extrapolation)
+        self.coordinates = bool(coordinates)
 
     def violation(self, y: torch.Tensor) -> torch.Tensor:
         """``(B, n) -> (B,)``: largest ``max(-s, 0)``."""
@@ -83,23 +96,60 @@ class AlternatingProjection(nn.Module):
         q = self.projector(xi, p)
         if not self.extrapolate:
             return q
-        d_pc = ((p - x) ** 2).sum(dim=1)
-        d_q = ((q - x) ** 2).sum(dim=1)
-        moved = d_q > TINY * d_pc.clamp(min=TINY)
-        L = torch.where(moved, d_pc / d_q.clamp(min=TINY), torch.ones_like(d_q))
-        L = L.clamp(min=1.0, max=self.max_extrapolation)
+        step = self.extrapolation(((p - x) ** 2).sum(dim=1), ((q - x) ** 2).sum(dim=1))
         # In exact arithmetic the step stays in V; in floating point it scales x's own residual by (1 - L)
         # every iteration, which compounds, so the step is projected onto V again.
-        return self.projector(xi, x + (self.relaxation * L).unsqueeze(1) * (q - x))
+        return self.projector(xi, x + step.unsqueeze(1) * (q - x))
 
-    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def extrapolation(self, d_pc: torch.Tensor, d_q: torch.Tensor) -> torch.Tensor:
+        """``(B,), (B,) -> (B,)``: ``lambda * L`` from ``||p - x||^2`` and ``||q - x||^2`` (module docstring)."""
+        moved = d_q > TINY * d_pc.clamp(min=TINY)
+        L = torch.where(moved, d_pc / d_q.clamp(min=TINY), torch.ones_like(d_q))
+        return self.relaxation * L.clamp(min=1.0, max=self.max_extrapolation)
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor, max_iter: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project ``y`` to ``V``, then iterate; ``max_iter`` overrides the module's limit for this call (the
+        unrolled training passes use their own). Differentiable: every step is a clamp and an affine map."""
+        limit = self.max_iter if max_iter is None else int(max_iter)
+        param = None
+        if self.coordinates and self.slack_start < y.shape[1]:
+            get = getattr(self.projector, "affine_parametrisation", None)
+            param = get(y) if get is not None else None
+        if param is not None:
+            return self._forward_coordinates(xi, y, *param, limit)
         x = self.projector(xi, y)
         iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
         active = self.violation(x) > self.tol
-        for _ in range(self.max_iter):
+        for _ in range(limit):
             if not bool(active.any()):
                 break
             x = torch.where(active.unsqueeze(1), self.step(xi, x), x)
             iterations = iterations + active.long()
             active = active & (self.violation(x) > self.tol)
         return x, iterations
+
+    def _forward_coordinates(
+        self, xi: torch.Tensor, y: torch.Tensor, N: torch.Tensor, Pt: torch.Tensor, limit: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same iterations on the null-space coordinates ``u`` (module docstring)."""
+        c = lift(xi.to(y.dtype)) @ Pt  # (B, n): the particular solution P x
+        N_S, c_S = N[self.slack_start :], c[:, self.slack_start :]
+        u = y @ N  # x_0 = P_V(y) = N N' y + c
+
+        def deficit(u: torch.Tensor) -> torch.Tensor:
+            return (-(torch.addmm(c_S, u, N_S.T))).clamp(min=0.0)
+
+        d = deficit(u)
+        iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
+        active = d.amax(dim=1) > self.tol
+        for _ in range(limit):
+            if not bool(active.any()):
+                break
+            du = d @ N_S
+            if self.extrapolate:
+                du = self.extrapolation((d**2).sum(dim=1), (du**2).sum(dim=1)).unsqueeze(1) * du
+            u = torch.where(active.unsqueeze(1), u + du, u)
+            iterations = iterations + active.long()
+            d = deficit(u)
+            active = active & (d.amax(dim=1) > self.tol)
+        return torch.addmm(c, u, N.T), iterations

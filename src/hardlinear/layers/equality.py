@@ -147,6 +147,18 @@ class EqualityProjector(nn.Module):
     def extra_repr(self) -> str:
         return f"n={self.n}, m_eq={self.m_eq}, rank={self.rank}, form={self.form}"
 
+    def affine_parametrisation(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(N: (n, b), P': (k + 1, n))`` with ``{y : G y = g(x)} = {N u + P x : u}``, ``N`` orthonormal and
+        ``N' P = 0``, in ``like``'s dtype; None unless ``G`` is constant and held in the null form.
+
+        Why: iterative corrections that stay in the affine set (APM, EAPM) can then iterate on the ``b``
+        coordinates ``u`` instead of on ``n``-vectors, and never leave the set by rounding.
+        """
+        if self.input_dependent or self.m_eq == 0 or self.form != "null":
+            return None
+        basis, W = self.consts.get(("basis", "W"), like)
+        return basis, W[basis.shape[1] :]
+
     def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), y: (B, n) -> (B, n)``, in ``y``'s dtype."""
         if self.m_eq == 0:

@@ -18,11 +18,13 @@ class EAPM(APM):
     def __init__(
         self,
         name: str = "eapm",
-        penalty: float = 5000.0,
+        penalty: float = 0.0,
         norm: str = "l2",
         eq_fraction: float = 0.5,
         tol: float = 1e-4,
         max_iter: int = 300,
+        train_iter: int = 300,
+        train_dtype: str = "float32",
         relaxation: float = 1.0,
         max_extrapolation: float = 1e4,
         layer_dtype: str = "float64",
@@ -34,6 +36,8 @@ class EAPM(APM):
             eq_fraction=eq_fraction,
             tol=tol,
             max_iter=max_iter,
+            train_iter=train_iter,
+            train_dtype=train_dtype,
             layer_dtype=layer_dtype,
         )
         if not 0.0 < relaxation < 2.0:

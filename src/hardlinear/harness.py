@@ -37,11 +37,15 @@ PROBLEM_META_KEYS = ("train",)
 
 
 def git_sha() -> str:
+    """The checkout's commit, ``-dirty`` when tracked files other than ``results/`` differ from it.
+
+    Why ``results/`` is left out: a sweep appends to the committed ``results/paper/runs.csv`` while it runs,
+    which changes no code; counting it would mark every row after the first as dirty."""
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         sha = out.stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"], cwd=root, capture_output=True, text=True, timeout=5)
         return (sha + ("-dirty" if dirty.stdout.strip() else "")) if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -57,3 +57,18 @@ def test_parallel_launchers_record_every_run(tmp_path, launcher):
     got = rows(tmp_path)
     assert sorted(got["seed"].tolist()) == [0, 1]
     assert (got["status"] == "ok").all()
+
+
+def test_sweep_count_lets_the_command_line_win_over_the_experiment():
+    """`+experiment=table_lp seed=0` runs 5 problems x 8 methods x 1 seed, not x 3: the bar's total says so."""
+    from omegaconf import OmegaConf
+
+    from hardlinear.sweep import count_sweep, sweep_overrides
+
+    config = OmegaConf.create(
+        {"hydra": {"overrides": {"task": ["+experiment=table_lp", "seed=0"]},
+                   "sweeper": {"params": {"problem": "a,b,c,d,e", "method": "m1,m2", "seed": "0,1,2"}}}}
+    )
+    assert count_sweep(sweep_overrides(config)) == 10
+    config.hydra.overrides.task = ["+experiment=table_lp"]
+    assert count_sweep(sweep_overrides(config)) == 30

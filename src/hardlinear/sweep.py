@@ -24,8 +24,13 @@ def count_sweep(overrides: list[str]) -> int:
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
+    """The overrides the sweeper expands: the command line's, plus the config's ``hydra.sweeper.params`` for
+    the keys the command line does not set (Hydra lets the command line win, e.g. ``seed=0`` over an
+    experiment's ``seed: 0,1,2``)."""
     params = config.hydra.sweeper.get("params") or {}
-    return list(config.hydra.overrides.task) + [f"{k}={v}" for k, v in params.items()]
+    task = list(config.hydra.overrides.task)
+    given = {o.split("=", 1)[0].lstrip("+~") for o in task}
+    return task + [f"{k}={v}" for k, v in params.items() if k not in given]
 
 
 class SweepProgress(Callback):

@@ -7,6 +7,11 @@ run: case, form, solver, t*, binding row, solve time, peak RSS, sizes. Examples:
     python benchmarks/bench_decision_rules.py --cases dcopf_118 --solvers clarabel highs
     python benchmarks/bench_decision_rules.py --cases pglib_opf_case300_ieee:0.1 --forms standard
     python benchmarks/bench_decision_rules.py --csv results/bench_decision_rules.csv
+    python benchmarks/bench_decision_rules.py --cases pglib_opf_case500_goc:0.05 --max-uncertainty
+
+``--max-uncertainty`` adds, from a second fresh process per row, the largest uncertainty level at which a rule
+with a positive margin exists (``hardlinear.layers.max_uncertainty_exact``: one LP of the rule's size), with
+its own time and peak RSS.
 
 A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty``.
 Nothing is cached: every row is a cold solve (the problem build is not timed).
@@ -25,6 +30,7 @@ PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "po
 COLUMNS = [
     "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
     "n", "m_eq", "m_ineq", "k", "lp_variables", "lp_constraints", "lp_nnz", "rounds", "rows_in_lp", "error",
+    "uncertainty", "max_uncertainty", "max_uncertainty_time_s", "max_uncertainty_rss_mb",
 ]
 
 
@@ -52,7 +58,7 @@ def run_one(case: str, form: str, solver: str) -> dict:
 
     torch.set_num_threads(1)
     problem = build(case, form)
-    row = {"case": case, "form": form, "solver": solver, **problem.sizes()}
+    row = {"case": case, "form": form, "solver": solver, "uncertainty": getattr(problem, "uncertainty", None), **problem.sizes()}
     start = time.perf_counter()
     try:
         # the paper's portfolio sits at t* = 0 (see solve_decision_rule): report it rather than fail
@@ -70,6 +76,46 @@ def run_one(case: str, form: str, solver: str) -> dict:
     return row
 
 
+def run_level(case: str, form: str, solver: str) -> dict:
+    """The largest uncertainty level of one case in this process (exact LP; None where it does not apply)."""
+    import resource
+
+    import torch
+
+    from hardlinear.layers import max_uncertainty_exact
+
+    torch.set_num_threads(1)
+    problem = build(case, form)
+    start = time.perf_counter()
+    level = max_uncertainty_exact(problem, solver)
+    return {
+        "max_uncertainty": level,
+        "max_uncertainty_time_s": round(time.perf_counter() - start, 3),
+        "max_uncertainty_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+    }
+
+
+def append_rows(path, rows: list[dict]) -> None:
+    """Append to a CSV, rewriting it once under the current columns if it was written with older ones."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old: list[dict] = []
+    if path.exists():
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            if reader.fieldnames != COLUMNS:
+                old = list(reader)
+    if old or not path.exists():
+        with path.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(old)
+    with path.open("a", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore").writerows(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=PAPER_CASES)
@@ -77,10 +123,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--solvers", nargs="+", default=["auto"])
     parser.add_argument("--csv", default=None, help="append rows to this CSV file (header written if new)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case before it is skipped")
+    parser.add_argument("--max-uncertainty", action="store_true", help="also the largest level with a rule (exact LP)")
     parser.add_argument("--single", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
+    parser.add_argument("--level", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.single:
         print(json.dumps(run_one(*args.single)))
+        return
+    if args.level:
+        print(json.dumps(run_level(*args.level)))
         return
 
     writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, extrasaction="ignore")
@@ -99,20 +150,20 @@ def main(argv: list[str] | None = None) -> None:
                     row = {"case": case, "form": form, "solver": solver, "error": f"timeout {args.timeout:g} s"}
                 except subprocess.CalledProcessError as err:
                     row = {"case": case, "form": form, "solver": solver, "error": err.stderr.strip()[-300:]}
+                if args.max_uncertainty and not row.get("error"):
+                    cmd[-4] = "--level"
+                    try:
+                        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)
+                        row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                    except subprocess.TimeoutExpired:
+                        row["error"] = f"max-uncertainty LP: timeout {args.timeout:g} s"
+                    except subprocess.CalledProcessError as err:
+                        row["error"] = "max-uncertainty LP: " + err.stderr.strip()[-300:]
                 writer.writerow(row)
                 sys.stdout.flush()
                 rows.append(row)
     if args.csv:
-        from pathlib import Path
-
-        path = Path(args.csv)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists()
-        with path.open("a", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerows(rows)
+        append_rows(args.csv, rows)
 
 
 if __name__ == "__main__":

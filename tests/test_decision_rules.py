@@ -218,6 +218,29 @@ def test_infeasible_level_raises_with_the_largest_feasible_level():
     assert isinstance(err, ValueError) and err.t_star < 0
     assert err.max_uncertainty is not None and 0.1 < err.max_uncertainty < 0.12
     assert f"{err.max_uncertainty:.4f}" in str(err) and "uncertainty 0.12" in str(err)
+    assert "exact, one LP" in str(err)
+
+
+@pytest.mark.parametrize("key", ["dcopf_14", "dcopf_30", "dcopf_57"])
+def test_exact_largest_uncertainty_separates_feasible_from_infeasible_levels(key):
+    """The one-LP level r* (Charnes-Cooper form of the robust LP) is where t* changes sign: the ordinary
+    margin LP gives t* > 0 just below it and t* < 0 just above, and the bisection agrees to its tolerance."""
+    from hardlinear.layers.decision_rule import max_uncertainty_exact, rebuilder, rule_margin
+
+    problem = build_problem(key)
+    r_star = max_uncertainty_exact(problem)
+    assert r_star is not None and problem.uncertainty < r_star < 1.0  # the paper's level has a rule
+    build = rebuilder(problem)
+    assert rule_margin(build(r_star * (1 - 1e-3))) > 0
+    assert rule_margin(build(r_star * (1 + 1e-3))) < 0
+    if key == "dcopf_30":
+        assert abs(max_uncertainty(build, lo=0.0, hi=0.5, tol=1e-4) - r_star) < 2e-4
+
+
+def test_exact_largest_uncertainty_declines_the_sdp():
+    from hardlinear.layers.decision_rule import max_uncertainty_exact
+
+    assert max_uncertainty_exact(Portfolio()) is None  # input-dependent left-hand side: bisection only
 
 
 def test_infeasible_without_bisection_still_says_so():

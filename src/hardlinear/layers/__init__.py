@@ -4,6 +4,7 @@ from hardlinear.layers.decision_rule import (
     DecisionRule,
     DecisionRuleInfeasible,
     max_uncertainty,
+    max_uncertainty_exact,
     solve_decision_rule,
 )
 from hardlinear.layers.equality import EqualityProjector
@@ -18,6 +19,7 @@ __all__ = [
     "FeasibilityLayer",
     "RuleSolution",
     "max_uncertainty",
+    "max_uncertainty_exact",
     "solve_decision_rule",
     "solve_robust_lp",
     "solve_robust_sdp",

@@ -284,16 +284,21 @@ def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, m
     level = getattr(problem, "uncertainty", None)
     r_max = None
     build = rebuilder(problem) if find_level and level is not None else None
+    how = "bisection, tol 1e-3"
     if build is not None:
         try:
-            r_max = max_uncertainty(build, lo=0.0, hi=float(level), solver=solver, margin=margin)
+            r_max = max_uncertainty_exact(problem, solver)
+            if r_max is not None:
+                how = "exact, one LP"
+            else:
+                r_max = max_uncertainty(build, lo=0.0, hi=float(level), solver=solver, margin=margin)
         except Exception as err:  # the message must still come out; say why the level is missing
-            log.warning("could not bisect the uncertainty level of %s: %s", problem.name, err)
+            log.warning("could not find the largest uncertainty level of %s: %s", problem.name, err)
     where = f" at uncertainty {level:g}" if level is not None else ""
     if r_max is not None:
         hint = (
-            f"The largest uncertainty level with a strictly feasible rule is about {r_max:.4f} "
-            f"(bisection, tol 1e-3); rebuild the problem with uncertainty below it."
+            f"The largest uncertainty level with a strictly feasible rule is {'about ' if how.startswith('b') else ''}"
+            f"{r_max:.4f} ({how}); rebuild the problem with uncertainty below it."
         )
     elif not find_level:
         hint = "The largest feasible uncertainty level was not computed (find_max_uncertainty=False)."
@@ -347,6 +352,32 @@ def max_uncertainty(
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
     return lo
+
+
+def max_uncertainty_exact(problem, solver: str = "auto") -> float | None:
+    """The supremum of the uncertainty levels at which ``problem`` has a rule with a positive margin, by one LP
+    (:func:`hardlinear.layers.robust_lp.max_uncertainty_scaling`); ``None`` where that LP does not apply: an
+    input-dependent left-hand side (the SDP), a problem that cannot be rebuilt at other levels, or one whose
+    level does not scale the inputs' effect linearly around a fixed nominal (checked on a rebuild at half the
+    level). Levels at or above the returned one have ``t* <= 0``; every level below it has ``t* > 0``."""
+    from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
+
+    level = getattr(problem, "uncertainty", None)
+    if problem.compact.input_dependent_lhs or level is None:
+        return None
+    build = rebuilder(problem)
+    if build is None:
+        return None
+    half = build(level / 2.0).compact
+    full = problem.compact
+    for B, B_half in ((full.B_eq, half.B_eq), (full.B_ineq, half.B_ineq)):
+        Bu, Bu_half = B @ box_transform(full.box), B_half @ box_transform(half.box)
+        scale = 1.0 + np.abs(Bu).max() if Bu.size else 1.0
+        if not (np.allclose(Bu[:, 0], Bu_half[:, 0], atol=1e-12 * scale) and np.allclose(Bu[:, 1:], 2.0 * Bu_half[:, 1:], atol=1e-12 * scale)):
+            return None
+    kappa, info = max_uncertainty_scaling(full, solver=_resolve_solver(problem, solver))
+    log.info("largest uncertainty level of %s: %.6g (kappa %.6g, %d rounds)", problem.name, kappa * level, kappa, info.get("rounds", 0))
+    return kappa * level
 
 
 def rebuilder(problem) -> Callable[[float], Any] | None:

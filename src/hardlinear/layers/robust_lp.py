@@ -196,11 +196,14 @@ def _expression_margins(red: _Reduced, W: np.ndarray) -> np.ndarray:
 
 
 # --- the LP on a working set ----------------------------------------------------------------------------
-def _working_set_lp(red: _Reduced, S: np.ndarray) -> dict[str, Any]:
+def _working_set_lp(red: _Reduced, S: np.ndarray, scaling: bool = False) -> dict[str, Any]:
     """``max t`` over ``z = [W (d (q + 1), column-major by input) | V+ | V- (E_S q) | spread (E_S) | t]``.
 
     Rows: ``M_e W_j - V+_ej + V-_ej = -C_ej`` and ``spread_e = sum_j (V+_ej + V-_ej)`` (equalities);
     ``M_e W_0 + spread_e + w_e t <= R_up_e`` and ``-M_e W_0 + spread_e + w_e t <= R_lo_e`` (inequalities).
+
+    ``scaling=True``: the largest-uncertainty LP of :func:`max_uncertainty_scaling` instead, the same rows with
+    ``t``'s coefficients ``R_up_e`` / ``R_lo_e`` and right-hand sides 0 (there ``t = -1/kappa``).
     """
     d, q, E = red.N.shape[1], red.C.shape[1], len(S)
     Ms = sp.csr_matrix(red.M[S])
@@ -215,15 +218,15 @@ def _working_set_lp(red: _Reduced, S: np.ndarray) -> dict[str, Any]:
     Aeq = sp.vstack([abs_rows, spread_rows]).tocsr()
     beq = np.concatenate([-red.C[S].T.reshape(-1), np.zeros(E)])
     gap = sp.csr_matrix((E, nW - d + 2 * E * q))
-    wcol = sp.csr_matrix(red.w[S][:, None])
     two = red.lower[S] >= 0
+    col_up, col_lo = (red.R_up[S], red.R_lo[S][two]) if scaling else (red.w[S], red.w[S][two])
     Ain = sp.vstack(
         [
-            sp.hstack([Ms, gap, sp.identity(E), wcol]),
-            sp.hstack([-Ms[two], gap[two], sp.identity(E, format="csr")[two], wcol[two]]),
+            sp.hstack([Ms, gap, sp.identity(E), sp.csr_matrix(col_up[:, None])]),
+            sp.hstack([-Ms[two], gap[two], sp.identity(E, format="csr")[two], sp.csr_matrix(col_lo[:, None])]),
         ]
     ).tocsr()
-    bin_ = np.concatenate([red.R_up[S], red.R_lo[S][two]])
+    bin_ = np.zeros(E + int(two.sum())) if scaling else np.concatenate([red.R_up[S], red.R_lo[S][two]])
     nonneg = np.arange(nW, nW + 2 * E * q)
     return {"Aeq": Aeq, "beq": beq, "Ain": Ain, "bin": bin_, "nonneg": nonneg, "nv": nv, "nW": nW, "t": nv - 1}
 
@@ -348,6 +351,56 @@ def _row_generation(red, solver, row_generation, regularization, threads, max_ro
         if len(S) > 0.6 * E:  # most rows matter: the whole LP is cheaper than more rounds
             S = np.arange(E)
     raise RuntimeError(f"row generation did not converge in {max_rounds} rounds; use row_generation=False")
+
+
+def max_uncertainty_scaling(
+    family: JointlyLinearFamily,
+    solver: str = "clarabel",
+    threads: int = 1,
+    max_rounds: int = 30,
+    regularization: float = DEFAULT_REGULARIZATION,
+) -> tuple[float, dict[str, Any]]:
+    """The largest factor ``kappa`` by which the inputs' effect on the right-hand sides (the input columns of
+    ``B_eq`` and ``B_ineq``, i.e. the box's radius) can be scaled with a rule of margin ``t >= 0`` still
+    existing, by one LP instead of a bisection over margin LPs; returns ``(kappa, info)``.
+
+    Why it is one LP: in u-coordinates a rule at scale ``kappa`` has input columns ``kappa W~`` and constant
+    column ``W_0``, and an expression's worst case is ``R - M_e W_0 - kappa spread_e(W~)`` (the constant parts
+    ``R`` do not scale). With ``sigma = 1/kappa`` and ``W^_0 = sigma W_0`` the condition ``>= 0`` becomes
+    ``M_e W^_0 + spread_e(W~) - sigma R <= 0``, linear in ``(W^_0, W~, sigma)``: minimise ``sigma``. The
+    margin ``t*(kappa)`` of the ordinary LP is convex and non-increasing in ``kappa`` (a maximum of affine
+    non-increasing functions), so it is strictly positive for every ``kappa`` below the returned value and
+    not above it. ``inf`` when no expression needs to shrink (no finite limit). Row generation as in
+    :func:`solve_robust_lp`.
+    """
+    if solver not in LP_SOLVERS:
+        raise ValueError(f"solver must be one of {LP_SOLVERS}; got {solver!r}")
+    t0 = time.perf_counter()
+    red = _reduce(family, np.ones(family.m_ineq))
+    d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
+    info: dict[str, Any] = {"null_dim": d, "active_inputs": q, "expressions": E, "rounds": 0}
+    if q == 0 or E == 0:
+        return float("inf"), {**info, "solve_time_s": time.perf_counter() - t0}
+    S = _seed(red)
+    for rounds in range(1, max_rounds + 1):
+        lp = _working_set_lp(red, S, scaling=True)
+        z, status = _solve_clarabel(lp, regularization, threads) if solver == "clarabel" else _solve_highs(lp, threads)
+        W = z[: lp["nW"]].reshape(q + 1, d).T
+        tau = float(z[lp["t"]])  # = -sigma = -1 / kappa
+        A = red.M @ W
+        spread = np.abs(A[:, 1:] + red.C).sum(axis=1)
+        excess = np.maximum(A[:, 0] + spread + red.R_up * tau, np.where(red.lower >= 0, -A[:, 0] + spread + red.R_lo * tau, -np.inf))
+        scale = np.maximum(1.0, np.abs(red.R_up) * abs(tau))
+        fresh = np.flatnonzero(excess > ROW_TOLERANCE * scale)
+        fresh = fresh[~np.isin(fresh, S)]
+        info.update(rounds=rounds, rows_in_lp=int(len(S)), status=status, nnz=int(lp["Aeq"].nnz + lp["Ain"].nnz))
+        if fresh.size == 0:
+            info["solve_time_s"] = time.perf_counter() - t0
+            return (float("inf") if tau >= 0 else -1.0 / tau), info
+        S = np.concatenate([S, fresh[np.argsort(-excess[fresh])][: max(50, d)]])
+        if len(S) > 0.6 * E:
+            S = np.arange(E)
+    raise RuntimeError(f"row generation did not converge in {max_rounds} rounds")
 
 
 def _seed(red: _Reduced, n_range: int = 20, n_ls: int = 40) -> np.ndarray:

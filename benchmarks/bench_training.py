@@ -6,7 +6,11 @@ first calls) and the last epoch of the run (the only one that validates: ``val_e
 so the other epochs are optimisation steps only). Reported: the median epoch and the median batch (epoch /
 batches). Methods: ``proposed`` (two phases: ``pretrain``, MSE of the network to the decision rule, and
 ``train``, the objective through the feasibility layer), ``penalty`` (objective + penalty through the bare
-network) and ``dc3`` (completion and 10 unrolled correction steps). The learning rate is irrelevant here.
+network), ``dc3`` (completion and 10 unrolled correction steps) and ``apm`` / ``eapm`` (the objective through
+up to 300 unrolled (extrapolated) alternating projections, in float32). The learning rate is irrelevant here.
+APM and EAPM stop unrolling once every instance of a batch is within the tolerance, so their epochs get
+cheaper as the network learns: the few epochs timed here, from an untrained network, are their worst case (a
+whole paper run's training time is the ``train/time_s`` column of its results row).
 
 Run: ``python benchmarks/bench_training.py --quick`` (``--full``, ``--device cuda``; ``--help``).
 """
@@ -26,7 +30,7 @@ import common  # noqa: E402
 NAME = "training"
 QUICK = {"problems": ["dcopf_14", "portfolio"], "epochs": 3}
 FULL = {"problems": ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"], "epochs": 5}
-METHODS = ("proposed", "penalty", "dc3")
+METHODS = ("proposed", "penalty", "dc3", "apm", "eapm")
 COLUMNS = [
     "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k", "method", "phase", "epochs_timed",
     "batches_per_epoch", "batch_size", "epoch_ms", "epoch_ms_min", "epoch_ms_max", "batch_ms", "status", "note",

@@ -14,7 +14,9 @@ with a positive margin exists (``hardlinear.layers.max_uncertainty_exact``: one 
 its own time and peak RSS.
 
 A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty``.
-Nothing is cached: every row is a cold solve (the problem build is not timed).
+Nothing is cached: every row is a cold solve (the problem build is not timed). With ``--csv``, the file
+gets the rows (appended), ``<csv stem>.json`` the machine, versions, git sha and settings of this call, and
+``<csv stem>.png`` a plot of every row in the file: solve time and peak memory against the LP's size.
 """
 
 from __future__ import annotations
@@ -163,7 +165,57 @@ def main(argv: list[str] | None = None) -> None:
                 sys.stdout.flush()
                 rows.append(row)
     if args.csv:
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import common
+
         append_rows(args.csv, rows)
+        path = Path(args.csv)
+        record = {**common.environment("cpu", 1), "settings": {k: v for k, v in vars(args).items() if k not in ("single", "level")}, "rows": rows}
+        path.with_suffix(".json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+        plot(path, path.with_suffix(".png"))
+
+
+def plot(csv_path, png_path):
+    """Solve time and peak RSS of every row in ``csv_path`` against the LP's nonzeros (the SDP rows, with no
+    LP, are left out), one marker per form, each point labelled with its case and margin t*."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+    import common
+
+    with open(csv_path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("lp_nnz") and r.get("solve_time_s") and not r.get("error")]
+    if not rows:
+        return None
+    fig, (ax_t, ax_m) = common.new_figure(2, ncols=2, size=(5.6, 4.2))
+    for form, marker in (("standard", "o"), ("inequality", "s")):
+        sel = [r for r in rows if r["form"] == form]
+        if not sel:
+            continue
+        nnz = [float(r["lp_nnz"]) for r in sel]
+        ax_t.scatter(nnz, [float(r["solve_time_s"]) for r in sel], marker=marker, label=f"{form} form", alpha=0.8)
+        ax_m.scatter(nnz, [float(r["peak_rss_mb"]) / 1024 for r in sel], marker=marker, label=f"{form} form", alpha=0.8)
+    labelled = set()
+    for r in rows:
+        name = r["case"].replace("pglib_opf_", "").split(":")[0]
+        if name in labelled:
+            continue
+        labelled.add(name)
+        t_star = float(r["t_star"]) if r.get("t_star") else float("nan")
+        ax_t.annotate(f"{name}\nt*={t_star:.3g}", (float(r["lp_nnz"]), float(r["solve_time_s"])), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax_m.annotate(name, (float(r["lp_nnz"]), float(r["peak_rss_mb"]) / 1024), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax_t.axhline(60, color="grey", ls=":", lw=0.8)
+    ax_t.axhline(1800, color="grey", ls="--", lw=0.8)
+    ax_m.axhline(8, color="grey", ls="--", lw=0.8)
+    for ax, label in ((ax_t, "solve time (s); targets 60 s, 30 min"), (ax_m, "peak RSS (GB); target 8 GB")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("robust LP nonzeros (final working set)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Decision rules: offline solve against size (one cold process per row, 1 thread)", fontsize=9)
+    return common.save_figure(fig, png_path)
 
 
 if __name__ == "__main__":

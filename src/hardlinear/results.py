@@ -30,6 +30,7 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "problem",
     "objective",
     "form",
+    "uncertainty",
     "method",
     "variant",
     "seed",

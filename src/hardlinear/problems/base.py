@@ -153,8 +153,10 @@ class Problem:
         return f"{self.name} ({self.objective_kind}, {self.form}): n={s['n']} m_eq={s['m_eq']} m_ineq={s['m_ineq']} k={s['k']}"
 
     def identity(self) -> dict[str, str]:
-        """Columns that identify the problem in a results row."""
-        return {"problem": self.name, "objective": self.objective_kind, "form": self.form}
+        """Columns that identify the problem in a results row (``uncertainty``: the input box's level, where the
+        problem has one, so that runs of one case at several levels stay apart)."""
+        level = getattr(self, "uncertainty", None)
+        return {"problem": self.name, "objective": self.objective_kind, "form": self.form, **({"uncertainty": level} if level is not None else {})}
 
     def fingerprint(self) -> str:
         """SHA-256 of every array that defines the problem (constraints and objective): the datasets' cache key."""

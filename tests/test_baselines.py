@@ -180,7 +180,7 @@ def test_apm_stops_at_the_iteration_limit(problems, cls):
 
 
 @pytest.mark.parametrize("extrapolate", [False, True])
-@pytest.mark.parametrize("key", ["dcopf_14", "dcopf_30"])
+@pytest.mark.parametrize("key", ["dcopf_14", "dcopf_30", "portfolio"])
 def test_apm_null_space_coordinates_give_the_generic_iterates(problems, key, extrapolate):
     """The fast path (iterating on null-space coordinates) and the reference path (n-vectors, P_V each step)
     are the same algorithm: same iteration counts, same outputs to rounding."""
@@ -189,8 +189,8 @@ def test_apm_null_space_coordinates_give_the_generic_iterates(problems, key, ext
 
     problem = problems[key]
     projector = EqualityProjector(problem.family)
-    assert projector.affine_parametrisation(torch.zeros(1, dtype=torch.float64)) is not None
     xi = inputs(problem, 16, seed=7)
+    assert projector.affine_parametrisation(xi, torch.zeros(1, dtype=torch.float64)) is not None
     ref = torch.as_tensor(problem.solve(xi).y)
     start = ref + 0.3 * torch.randn(ref.shape, generator=torch.Generator().manual_seed(3), dtype=ref.dtype)
     layers = [
@@ -198,7 +198,7 @@ def test_apm_null_space_coordinates_give_the_generic_iterates(problems, key, ext
         for c in (True, False)
     ]
     (y_fast, it_fast), (y_ref, it_ref) = (layer(xi, start) for layer in layers)
-    assert it_ref.max() > (5 if not extrapolate else 0)  # a real correction, not the first projection alone
+    assert it_ref.max() > (5 if not extrapolate and key != "portfolio" else 0)  # a real correction
     assert torch.equal(it_fast, it_ref)
     scale = 1.0 + y_ref.abs().max()
     assert (y_fast - y_ref).abs().max() <= 1e-9 * scale

@@ -30,8 +30,9 @@ stops once its largest slack violation ``max_i max(-s_i, 0)`` (= the largest vio
 ``iterations`` per instance counts the iterations after ``x_0`` (0 when ``P_V(y_net)`` is already within
 ``tol``).
 
-**Null-space coordinates.** When ``G`` is constant, ``V = {N u + c(x)}`` with ``N`` an orthonormal null-space
-basis and ``c = P x`` orthogonal to it (:meth:`EqualityProjector.affine_parametrisation`). With ``d = max(-s,
+**Null-space coordinates.** ``V = {N u + c(x)}`` with ``N`` an orthonormal null-space basis and ``c``
+orthogonal to it (:meth:`EqualityProjector.affine_parametrisation`: one basis for a constant ``G``, one per
+instance, by a batched SVD computed once per call, for ``G(x)``). With ``d = max(-s,
 0)`` the slacks' deficit at ``x = N u + c`` (so ``P_C x = x + d``), one APM iteration is ``u <- u + N_S' d``
 (``N_S``: the slack rows of ``N``), and EAPM's is ``u <- u + lambda L N_S' d`` with ``||p - x|| = ||d||`` and
 ``||q - x|| = ||N_S' d||``: the same iterates as above, for two thin products per iteration instead of an
@@ -44,8 +45,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-
-from hardlinear.constraints import lift
 
 # ||q - x||^2 at or below this (relative to ||p - x||^2) counts as zero: no extrapolation.
 TINY = 1e-30
@@ -114,9 +113,10 @@ class AlternatingProjection(nn.Module):
         param = None
         if self.coordinates and self.slack_start < y.shape[1]:
             get = getattr(self.projector, "affine_parametrisation", None)
-            param = get(y) if get is not None else None
+            with torch.no_grad():  # a function of the input only: no gradient flows through it
+                param = get(xi, y) if get is not None else None
         if param is not None:
-            return self._forward_coordinates(xi, y, *param, limit)
+            return self._forward_coordinates(y, *param, limit)
         x = self.projector(xi, y)
         iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
         active = self.violation(x) > self.tol
@@ -129,27 +129,53 @@ class AlternatingProjection(nn.Module):
         return x, iterations
 
     def _forward_coordinates(
-        self, xi: torch.Tensor, y: torch.Tensor, N: torch.Tensor, Pt: torch.Tensor, limit: int
+        self, y: torch.Tensor, N: torch.Tensor, c: torch.Tensor, limit: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The same iterations on the null-space coordinates ``u`` (module docstring)."""
-        c = lift(xi.to(y.dtype)) @ Pt  # (B, n): the particular solution P x
-        N_S, c_S = N[self.slack_start :], c[:, self.slack_start :]
-        u = y @ N  # x_0 = P_V(y) = N N' y + c
+        """The same iterations on the null-space coordinates ``u`` (module docstring); ``N`` is ``(n, b)``
+        for a constant ``G`` or ``(B, n, b)`` per instance."""
+        s0 = self.slack_start
+        c_S = c[:, s0:]
+        if N.dim() == 2:
+            N_S = N[s0:]
 
-        def deficit(u: torch.Tensor) -> torch.Tensor:
-            return (-(torch.addmm(c_S, u, N_S.T))).clamp(min=0.0)
+            def to_u(v: torch.Tensor) -> torch.Tensor:  # (B, n) -> (B, b): v N
+                return v @ N
 
+            def deficit(u: torch.Tensor) -> torch.Tensor:
+                return (-(torch.addmm(c_S, u, N_S.T))).clamp(min=0.0)
+
+            def step(d: torch.Tensor) -> torch.Tensor:
+                return d @ N_S
+
+            def back(u: torch.Tensor) -> torch.Tensor:
+                return torch.addmm(c, u, N.T)
+        else:
+            N_S = N[:, s0:]
+
+            def to_u(v: torch.Tensor) -> torch.Tensor:
+                return (v.unsqueeze(1) @ N).squeeze(1)
+
+            def deficit(u: torch.Tensor) -> torch.Tensor:
+                return (-((N_S @ u.unsqueeze(2)).squeeze(2) + c_S)).clamp(min=0.0)
+
+            def step(d: torch.Tensor) -> torch.Tensor:
+                return (d.unsqueeze(1) @ N_S).squeeze(1)
+
+            def back(u: torch.Tensor) -> torch.Tensor:
+                return (N @ u.unsqueeze(2)).squeeze(2) + c
+
+        u = to_u(y)  # x_0 = P_V(y) = N N' y + c
         d = deficit(u)
         iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
         active = d.amax(dim=1) > self.tol
         for _ in range(limit):
             if not bool(active.any()):
                 break
-            du = d @ N_S
+            du = step(d)
             if self.extrapolate:
                 du = self.extrapolation((d**2).sum(dim=1), (du**2).sum(dim=1)).unsqueeze(1) * du
             u = torch.where(active.unsqueeze(1), u + du, u)
             iterations = iterations + active.long()
             d = deficit(u)
             active = active & (d.amax(dim=1) > self.tol)
-        return torch.addmm(c, u, N.T), iterations
+        return back(u), iterations

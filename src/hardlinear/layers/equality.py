@@ -147,17 +147,33 @@ class EqualityProjector(nn.Module):
     def extra_repr(self) -> str:
         return f"n={self.n}, m_eq={self.m_eq}, rank={self.rank}, form={self.form}"
 
-    def affine_parametrisation(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``(N: (n, b), P': (k + 1, n))`` with ``{y : G y = g(x)} = {N u + P x : u}``, ``N`` orthonormal and
-        ``N' P = 0``, in ``like``'s dtype; None unless ``G`` is constant and held in the null form.
+    def affine_parametrisation(self, xi: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(N, c)`` with ``{y : G(x) y = g(x)} = {N u + c : u}``, ``N`` orthonormal and ``N' c = 0``, in
+        ``like``'s dtype: ``N: (n, b)`` for a constant ``G`` held in the null form, ``N: (B, n, b)`` per instance
+        for ``G(x)`` (one batched SVD); ``c: (B, n)``. None when there is no such form here: no equalities, a
+        constant ``G`` in the row form, or an instance whose ``G(x)`` loses rank.
 
         Why: iterative corrections that stay in the affine set (APM, EAPM) can then iterate on the ``b``
-        coordinates ``u`` instead of on ``n``-vectors, and never leave the set by rounding.
+        coordinates ``u`` instead of on ``n``-vectors, factorising once per call instead of once per step,
+        and never leave the set by rounding.
         """
-        if self.input_dependent or self.m_eq == 0 or self.form != "null":
+        if self.m_eq == 0:
             return None
-        basis, W = self.consts.get(("basis", "W"), like)
-        return basis, W[basis.shape[1] :]
+        xi = xi.to(like.dtype)
+        if not self.input_dependent:
+            if self.form != "null":
+                return None
+            basis, W = self.consts.get(("basis", "W"), like)
+            return basis, lift(xi) @ W[basis.shape[1] :]
+        G, g = self.lhs(xi, like)
+        U, s, Vh = torch.linalg.svd(G, full_matrices=True)
+        tol = max(self.m_eq, self.n) * torch.finfo(like.dtype).eps * s[:, :1]
+        if not bool(torch.isfinite(s).all()) or bool((s <= tol).any()):
+            return None  # a dependent row at some input: the generic path's pseudo-inverse handles it
+        r = self.m_eq
+        V = Vh.transpose(1, 2)
+        c = (V[:, :, :r] @ ((U.transpose(1, 2) @ g.unsqueeze(2)) / s.unsqueeze(2))).squeeze(2)
+        return V[:, :, r:], c
 
     def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), y: (B, n) -> (B, n)``, in ``y``'s dtype."""

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ["table_qp_main", "table_lp", "table_qp_add", "table_pretrain", "penalty_dcopf", "penalty_portfolio"]
+EXPERIMENTS = ["table_qp_main", "table_lp", "table_qp_add", "table_pretrain", "penalty_dcopf", "penalty_portfolio", "table_large"]
 
 
 def has_seed_axis(experiment: str) -> bool:

@@ -13,6 +13,7 @@ SIZES = {
     "dcopf_118": {"n": 1126, "m_eq": 340, "m_ineq": 768, "k": 118},
     "dcopf_14": {"n": 123, "m_eq": 38, "m_ineq": 84, "k": 14},
     "portfolio": {"n": 16, "m_eq": 2, "m_ineq": 9, "k": 10},
+    "pglib_opf_case300_ieee": {"n": 2534, "m_eq": 724, "m_ineq": 1754, "k": 300},
 }
 PROPOSED_118_LP = [  # seed, gap_mean, gap_worst
     (0, 1.0, 2.0),
@@ -186,3 +187,19 @@ def test_committed_paper_tables_regenerate_byte_for_byte(tmp_path):
     make_tables(str(root / "runs.csv"), str(tmp_path))
     for path in committed:
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from a regeneration"
+
+
+def test_large_case_table_has_our_rows_and_no_paper_figures(tmp_path):
+    """table_large has no counterpart in the paper: our rows under a PGLib block title, '-' in its columns."""
+    import csv
+
+    path = tmp_path / "runs.csv"
+    rows = [_row("pglib_opf_case300_ieee", "lp", "proposed", s, "table_large", **{"test/gap_mean": 1.0 + s, "test/gap_worst": 3.0}) for s in range(2)]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    large = make_tables(path, tmp_path / "tables")["table_large.md"].read_text()
+    block = _block(large, "DC-OPF (LP) 300-bus system (PGLib pglib_opf_case300_ieee)")
+    assert block["Proposed"][1] == "2" and block["Proposed"][2] == "1.50(3.00)" and block["Proposed"][3] == "-"
+    assert "no run of ours" in large.split("500-bus")[1]  # the 500-bus block is there, empty

@@ -80,6 +80,10 @@ def problem_title(problem: str, objective: str) -> str:
     """The paper's block title: "DC-OPF (LP) 118-bus system", "Portfolio optimization problem"."""
     if problem in PROBLEM_TITLES:
         return PROBLEM_TITLES[problem]
+    m = re.fullmatch(r"pglib_opf_case(\d+)_(\w+)", problem)
+    if m:
+        kind = f"DC-OPF ({objective.upper()})" if objective else "DC-OPF"
+        return f"{kind} {m.group(1)}-bus system (PGLib {m.group(0)})"
     m = re.fullmatch(r"dcopf_(\d+)", problem)
     if m:
         return f"DC-OPF ({objective.upper()}) {m.group(1)}-bus system" if objective else f"DC-OPF {m.group(1)}-bus system"
@@ -117,6 +121,10 @@ TABLES: dict[str, TableSpec] = {
     ),
     "table_lp": TableSpec("table_lp", "dcopt_lp", "DC-OPF (LP), 14 to 200 buses", _dcopf("lp", (14, 30, 57, 118, 200))),
     "table_qp_add": TableSpec("table_qp_add", "dcopt_qp_add", "DC-OPF (QP), 14, 30 and 57 buses", _dcopf("qp", (14, 30, 57))),
+    "table_large": TableSpec(
+        "table_large", "", "DC-OPF (LP) on larger PGLib cases, beyond the paper",
+        tuple(BlockSpec(f"pglib_opf_case{c}", "lp") for c in ("300_ieee", "500_goc")),
+    ),
     "table_pretrain": TableSpec(
         "table_pretrain", "proposedinit", "The proposed method with and without pre-training",
         (BlockSpec("portfolio", None),) + _dcopf("lp", (14, 30, 57, 118, 200)), extras=False, label_as_paper=True,
@@ -345,7 +353,7 @@ def method_order(key: RowKey) -> tuple:
 def build_table(spec: TableSpec, df, skipped=None) -> Table:
     """One of the paper's result tables (``TABLES``) from the results DataFrame (``load_results``)."""
     df = with_keys(df[(df["status"].isin(["ok", ""])) & (df["experiment"] != PENALTY_EXPERIMENT)])
-    paper_rows = paper.paper_table(spec.paper)
+    paper_rows = paper.paper_table(spec.paper) if spec.paper else ()
     blocks, devices = [], set()
     for bspec in spec.blocks:
         prow_all = [r for r in paper_rows if r.problem == bspec.problem]
@@ -384,8 +392,9 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
     if spec.label_as_paper:
         notes.append("Rows: the proposed method with pretrain_epochs > 0 (w/) and = 0 (w/o).")
     notes.append("Our devices: " + (", ".join(sorted(d for d in devices if d)) or "none recorded") + ".")
+    beside = f"our runs beside the paper's table {spec.paper} (paper figures in the (paper) columns)" if spec.paper else "our runs (the paper has no such table: its columns are empty)"
     caption = (
-        f"{spec.title}: our runs beside the paper's table {spec.paper} (paper figures in the (paper) columns). "
+        f"{spec.title}: {beside}. "
         "Optimality gap, equality and inequality violations as mean(worst); time as ms per instance (iterations)."
     )
     return Table(spec.name, spec.title, caption, list(MAIN_COLUMNS), list(MAIN_GROUPS), blocks, notes)

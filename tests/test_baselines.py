@@ -205,6 +205,30 @@ def test_apm_null_space_coordinates_give_the_generic_iterates(problems, key, ext
     assert problem.eq_resid(xi, y_fast).abs().max() < 1e-9
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("extrapolate", [False, True])
+@pytest.mark.parametrize("key", ["dcopf_14", "portfolio"])
+def test_unrolled_correction_gradient_is_non_expansive(problems, key, extrapolate, dtype):
+    """The backward pass through the unrolled iterations is a product of projections' Jacobians (EAPM's
+    extrapolated part is a constant there), so it never amplifies: ||dL/dy_net|| <= ||dL/dy_out||. The exact
+    EAPM Jacobian multiplies by up to L = 1e4 per step and overflowed float32 in a paper run."""
+    from hardlinear.layers.apm import AlternatingProjection
+    from hardlinear.layers.equality import EqualityProjector
+
+    problem = problems[key]
+    layer = AlternatingProjection(EqualityProjector(problem.family), problem.n_orig, max_iter=300, extrapolate=extrapolate)
+    xi = inputs(problem, 32, seed=9).to(dtype)
+    y_net = (5.0 * torch.randn(32, problem.n, generator=torch.Generator().manual_seed(4), dtype=torch.float64)).to(dtype)
+    y_net.requires_grad_(True)
+    y, iters = layer(xi, y_net)
+    assert iters.max() > 1
+    weights = torch.randn(problem.n, generator=torch.Generator().manual_seed(5), dtype=torch.float64).to(dtype)
+    (y @ weights).sum().backward()
+    grad = y_net.grad
+    assert torch.isfinite(grad).all()
+    assert float(grad.norm(dim=1).max()) <= float(weights.norm()) * (1 + 1e-4)
+
+
 @pytest.mark.parametrize("cls", [APM, EAPM])
 def test_apm_trains_through_its_correction(problems, cls):
     """train_iter > 0: the loss sees the corrected output (feasible to tol) and its gradient reaches the

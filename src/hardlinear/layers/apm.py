@@ -95,16 +95,34 @@ class AlternatingProjection(nn.Module):
         q = self.projector(xi, p)
         if not self.extrapolate:
             return q
-        step = self.extrapolation(((p - x) ** 2).sum(dim=1), ((q - x) ** 2).sum(dim=1))
+        scale = self.extrapolation(((p - x) ** 2).sum(dim=1), ((q - x) ** 2).sum(dim=1))
         # In exact arithmetic the step stays in V; in floating point it scales x's own residual by (1 - L)
         # every iteration, which compounds, so the step is projected onto V again.
-        return self.projector(xi, x + step.unsqueeze(1) * (q - x))
+        return self.projector(xi, x + self.extrapolated(q - x, scale))
 
     def extrapolation(self, d_pc: torch.Tensor, d_q: torch.Tensor) -> torch.Tensor:
-        """``(B,), (B,) -> (B,)``: ``lambda * L`` from ``||p - x||^2`` and ``||q - x||^2`` (module docstring)."""
+        """``(B,), (B,) -> (B,)``: ``lambda * L`` from ``||p - x||^2`` and ``||q - x||^2`` (module docstring).
+
+        No gradient flows through ``L`` (a step length): see :meth:`extrapolated`."""
+        d_pc, d_q = d_pc.detach(), d_q.detach()
         moved = d_q > TINY * d_pc.clamp(min=TINY)
         L = torch.where(moved, d_pc / d_q.clamp(min=TINY), torch.ones_like(d_q))
         return self.relaxation * L.clamp(min=1.0, max=self.max_extrapolation)
+
+    @staticmethod
+    def extrapolated(step: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """``scale * step`` (``step: (B, m)``, ``scale: (B,)``), differentiated as ``step`` alone.
+
+        Why: unrolled for training, the exact Jacobian of ``x + L (q - x)`` multiplies the gradient by up to
+        ``L`` (clipped at 1e4) per iteration, and it overflowed float32 within a few iterations (NaN in the
+        network: EAPM on the portfolio, epoch 188 of a paper run). The extrapolated part ``(L - 1) step`` is
+        therefore a constant in the backward pass, which keeps the APM step's Jacobian, a composition of
+        projections (non-expansive). The forward value is unchanged; with no gradient recorded it is the plain
+        product.
+        """
+        if not torch.is_grad_enabled() or not step.requires_grad:
+            return scale.unsqueeze(1) * step
+        return step + ((scale - 1.0).unsqueeze(1) * step).detach()
 
     def forward(self, xi: torch.Tensor, y: torch.Tensor, max_iter: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Project ``y`` to ``V``, then iterate; ``max_iter`` overrides the module's limit for this call (the
@@ -173,7 +191,7 @@ class AlternatingProjection(nn.Module):
                 break
             du = step(d)
             if self.extrapolate:
-                du = self.extrapolation((d**2).sum(dim=1), (du**2).sum(dim=1)).unsqueeze(1) * du
+                du = self.extrapolated(du, self.extrapolation((d**2).sum(dim=1), (du**2).sum(dim=1)))
             u = torch.where(active.unsqueeze(1), u + du, u)
             iterations = iterations + active.long()
             d = deficit(u)

@@ -45,9 +45,7 @@ paper: install  ## run every paper experiment (long: see README "Reproduce the p
 	$(PY) scripts/run_paper.py $(ARGS)
 
 paper-tables: install  ## the committed reproduction: tables, figures and provenance from results/paper/runs.csv
-	$(PY) scripts/make_tables.py --results results/paper/runs.csv --out results/paper/tables
-	$(PY) scripts/make_figures.py --results results/paper/runs.csv --out results/paper/figures
-	$(PY) scripts/provenance.py --results results/paper/runs.csv --out results/paper/provenance.json
+	$(PY) scripts/paper_snapshot.py $(ARGS)
 
 aggregate: install  ## merge results CSVs into results/aggregated.csv
 	$(PY) scripts/aggregate.py --inputs results/runs.csv --out results/aggregated.csv

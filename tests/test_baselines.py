@@ -379,9 +379,10 @@ def test_every_baseline_runs(problems, name, key):
     if method.trainable:
         method.train()
         y = method(xi)
-        assert y.shape == (8, problem.n) and torch.isfinite(y).all()
+        width = problem.n if not method.supervised else method.solution_target(torch.zeros(8, problem.n)).shape[1]
+        assert y.shape == (8, width) and torch.isfinite(y).all()
         if method.supervised:
-            loss = torch.nn.functional.mse_loss(method.regress(xi), torch.zeros(8, problem.n))
+            loss = torch.nn.functional.mse_loss(method.regress(xi), method.solution_target(torch.zeros(8, problem.n)))
         else:
             loss = method.loss(xi, y)
         assert torch.isfinite(loss) and loss.dim() == 0
@@ -445,3 +446,22 @@ def test_gurobi_small_models_solve_and_large_ones_are_refused(problems):
         PostProjection(solver="gurobi").setup(big, ctx())
     with pytest.raises(SolverUnavailable, match="gurobi"):
         Optimizer(solver="gurobi").setup(big, ctx())  # refused at set-up, before any training
+
+
+def test_post_projection_targets_the_decisions(problems):
+    """targets=decisions: the network predicts the generator outputs only, the projection keeps them as close as
+    feasibility allows and completes angles, flows and slacks; a feasible prediction comes back unchanged."""
+    problem = problems["dcopf_14"]
+    method = PostProjection(targets="decisions")
+    method.setup(problem, ctx())
+    pg = problem.decision_indices()
+    assert method.net(inputs(problem, 2).float()).shape == (2, len(pg)) and len(pg) < problem.n_orig
+    xi = inputs(problem, 4, seed=12)
+    ref = torch.as_tensor(problem.solve(xi).y)
+    assert torch.equal(method.solution_target(ref), ref[:, torch.as_tensor(pg)])
+    for i in range(4):  # the optimum's own dispatch is feasible: projected onto itself, the rest completed
+        res = method.projection(xi[i].numpy(), ref[i, pg].numpy())
+        assert np.abs(res.y[pg] - ref[i, pg].numpy()).max() < 1e-4  # an interior point: distance ~ sqrt(its tolerance)
+        assert np.abs(problem.eq_resid(xi[i : i + 1], torch.as_tensor(res.y)[None])).max() < 1e-7
+    with pytest.raises(ValueError, match="targets must be one of"):
+        PostProjection(targets="everything")

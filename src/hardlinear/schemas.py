@@ -511,6 +511,8 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
         "on_failure": tuple(getattr(module, "ON_FAILURE", ("raise", "nan"))),
         "norm": NORMS,
     }
+    if hasattr(module, "TARGETS"):
+        choices["targets"] = tuple(module.TARGETS)
     try:
         from hardlinear.layers.feasibility import DOMAIN_POLICIES, GRADIENTS
 

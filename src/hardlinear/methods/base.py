@@ -93,6 +93,11 @@ class Method(nn.Module):
         """Target of the MSE pre-training epochs, or None for no pre-training."""
         return None
 
+    def solution_target(self, y_ref: torch.Tensor) -> torch.Tensor:
+        """What supervised fitting regresses ``regress(xi)`` on, from reference solutions ``(B, n)`` (default: all
+        of them)."""
+        return y_ref
+
     def regress(self, xi: torch.Tensor) -> torch.Tensor:
         """What the MSE of pre-training or of supervised fitting is taken on (default: ``forward``)."""
         return self(xi)

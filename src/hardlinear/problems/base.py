@@ -94,6 +94,11 @@ class Problem:
     def box(self) -> InputBox:
         return self.compact.box
 
+    def decision_indices(self) -> np.ndarray:
+        """Positions (in the form's ``n`` variables) of what a supervised network predicts as the decision: all
+        original variables by default (no slacks); DC-OPF overrides it with the generator outputs."""
+        return np.arange(self.n_orig)
+
     def sizes(self) -> dict[str, int]:
         return {"n": self.n, "m_eq": self.m_eq, "m_ineq": self.m_ineq, "k": self.k}
 

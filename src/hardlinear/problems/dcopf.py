@@ -356,6 +356,10 @@ class DCOPF(Problem):
             Q = sp.diags(q, format="csr")
         super().__init__(family, Objective(c=c, Q=Q), objective, form, name or case)
 
+    def decision_indices(self) -> np.ndarray:
+        """The generator outputs ``pg``: the decision of a dispatch; angles and flows follow from them."""
+        return np.arange(self.n_orig)[self.variable_slices()["pg"]]
+
     def variable_slices(self) -> dict[str, slice]:
         nb, ng, nl = len(self.network.bus_ids), len(self.network.gen_bus), len(self.network.f_bus)
         return {"theta": slice(0, nb), "pg": slice(nb, nb + ng), "pf": slice(nb + ng, nb + ng + nl)}

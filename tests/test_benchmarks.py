@@ -146,6 +146,8 @@ def test_training(bench, cache_dir, tmp_path):
         ("proposed", "train"),
         ("penalty", "train"),
         ("dc3", "train"),
+        ("apm", "train"),
+        ("eapm", "train"),
     }
     assert all(float(r["epoch_ms"]) > 0 and r["epochs_timed"] == "1" for r in rows)
 

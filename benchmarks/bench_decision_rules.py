@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     for case in args.cases:
         for form in args.forms:
             for solver in args.solvers:
-                if solver == "highs" and case.startswith("portfolio") or solver == "scs" and not case.startswith("portfolio"):
+                if solver in ("highs", "pdlp") and case.startswith("portfolio") or solver == "scs" and not case.startswith("portfolio"):
                     continue  # HiGHS solves no SDP, SCS is only used for the SDP here
                 cmd = [sys.executable, __file__, "--single", case, form, solver]
                 try:

@@ -74,8 +74,11 @@ def test_row_generation_reaches_the_full_lp_optimum(name):
     full = solve_robust_lp(compact, w, "clarabel", row_generation=False, regularization=0.0)
     fast = solve_robust_lp(compact, w, "clarabel")
     highs = solve_robust_lp(compact, w, "highs")
+    pdlp = solve_robust_lp(compact, w, "pdlp")
     assert fast.t_star == pytest.approx(full.t_star, abs=1e-8)
     assert highs.t_star == pytest.approx(full.t_star, abs=1e-8)
+    # first order: optimal to its tolerance, and never above the optimum (t* is verified, not the solver's)
+    assert full.t_star - 1e-6 <= pdlp.t_star <= full.t_star + 1e-9
     assert fast.info["rows_in_lp"] < fast.info["expressions"]  # the working set is smaller than the LP
 
 

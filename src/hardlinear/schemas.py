@@ -499,6 +499,8 @@ def _method_class(check: _Checker, target: Any) -> type | None:
 
 def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     """Valid values of the string options, from the constants of the code that consumes them."""
+    from hardlinear.layers.robust_lp import LP_SOLVERS
+    from hardlinear.layers.robust_sdp import SDP_SOLVERS
     from hardlinear.methods.penalty import NORMS
     from hardlinear.solvers import BACKENDS
 
@@ -507,7 +509,7 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
         "layer_dtype": DTYPE_NAMES,
         "train_dtype": DTYPE_NAMES,
         "solver": tuple(getattr(module, "SOLVERS", BACKENDS)),  # post-projection: QP solvers only
-        "rule_solver": ("auto", *BACKENDS),
+        "rule_solver": ("auto", *dict.fromkeys(LP_SOLVERS + SDP_SOLVERS)),  # the rule's LP or SDP
         "on_failure": tuple(getattr(module, "ON_FAILURE", ("raise", "nan"))),
         "norm": NORMS,
     }

@@ -207,7 +207,8 @@ def solve_decision_rule(
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
-    ``solver``: "auto" (Clarabel), "clarabel" or "highs" for the LP, "clarabel" or "scs" for the SDP.
+    ``solver``: "auto" (Clarabel), "clarabel", "highs" (IPX) or "pdlp" (HiGHS first-order) for the LP, "clarabel"
+    or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
     Raises :class:`DecisionRuleInfeasible` when ``t* <= 0``; with ``require_positive_margin=False`` a rule
     with ``t* > -WEAK_MARGIN`` is accepted with a warning (the paper's portfolio at uncertainty 0.4 sits

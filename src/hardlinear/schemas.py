@@ -515,6 +515,8 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     }
     if hasattr(module, "TARGETS"):
         choices["targets"] = tuple(module.TARGETS)
+    if hasattr(module, "FITS"):
+        choices["fit"] = tuple(module.FITS)
     try:
         from hardlinear.layers.feasibility import DOMAIN_POLICIES, GRADIENTS
 

@@ -16,6 +16,10 @@ Training, by ``train_iter``:
 * ``train_iter = 0``: the :class:`~hardlinear.methods.penalty.Penalty` network (objective + penalty *
   violation on the raw output), corrected only at inference; set ``penalty`` too.
 
+``fit="supervised"`` (not in the config file, so that the default rows keep their hash: add it with
+``+method.fit=supervised``) is the other reading of the paper: the network is fit by MSE to solved instances,
+as post-projection's, and APM corrects it at inference; ``train_iter`` and ``penalty`` are then unused.
+
 At inference the prediction is taken to ``P_V`` (the equalities, by
 :class:`hardlinear.layers.equality.EqualityProjector`) and then alternately projected onto the slacks'
 nonnegative orthant and back onto ``V`` until its largest inequality violation is ``<= tol`` (1e-4) or after
@@ -30,6 +34,8 @@ import torch
 
 from hardlinear.methods.base import Context, Prediction, check_dtype
 from hardlinear.methods.penalty import Penalty
+
+FITS = ("objective", "supervised")  # what the network is trained on (see the module docstring)
 
 
 class APM(Penalty):
@@ -48,9 +54,13 @@ class APM(Penalty):
         train_iter: int = 300,
         train_dtype: str = "float32",
         layer_dtype: str = "float64",
+        fit: str = "objective",
     ) -> None:
         super().__init__(name=name, penalty=penalty, norm=norm, eq_fraction=eq_fraction, layer_dtype=layer_dtype)
         self.train_dtype = check_dtype(train_dtype)
+        if fit not in FITS:
+            raise ValueError(f"fit must be one of {FITS}; got {fit!r}")
+        self.fit, self.supervised = fit, fit == "supervised"
         if tol < 0 or max_iter < 0 or train_iter < 0:
             raise ValueError(
                 f"need tol >= 0, max_iter >= 0 and train_iter >= 0; got tol={tol}, max_iter={max_iter}, train_iter={train_iter}"
@@ -98,3 +108,6 @@ class APM(Penalty):
     def predict(self, xi: torch.Tensor) -> Prediction:
         y, iterations = self.correction(xi.to(self.layer_dtype), super().forward(xi))
         return Prediction(y=y, iterations=iterations)
+
+    def describe(self) -> dict[str, str]:
+        return {**super().describe(), "variant": "supervised"} if self.supervised else super().describe()

@@ -100,7 +100,8 @@ def parser():
         "--call-budget",
         type=float,
         default=None,
-        help="seconds: a call slower than this ends the larger batches of that method",
+        help="seconds: a batch whose call would take longer than this (extrapolated linearly from the batch "
+        "before) is skipped, with its estimate, and so are the larger ones",
     )
     return p
 
@@ -183,9 +184,8 @@ def learned_rows(name: str, method, problem, args, ident: dict, xi_test: torch.T
                  "ms_per_instance": ms, "throughput": 1000.0 / ms, "status": "ok", "note": "median over test instances",
                  **_iteration_cols(iters)})  # fmt: skip
     too_slow = None
-    for B in args.batch_sizes:
-        if B == 1:
-            continue
+    batches = [B for B in args.batch_sizes if B != 1]
+    for j, B in enumerate(batches):
         base = {**ident, "method": name, "kind": kind, "batch_size": B}
         if too_slow is not None:
             rows.append({**base, "status": "skipped", "note": too_slow})
@@ -199,8 +199,10 @@ def learned_rows(name: str, method, problem, args, ident: dict, xi_test: torch.T
         rows.append({**base, "calls": calls, "median_ms": 1000 * sec, "ms_per_instance": 1000 * sec / B,
                      "throughput": B / sec, "status": "ok",
                      **_iteration_cols([] if it is None else it.double().tolist())})  # fmt: skip
-        if sec > budget:
-            too_slow = f"a call at batch {B} took {sec:.1f} s > --call-budget {budget} s"
+        following = batches[j + 1] if j + 1 < len(batches) else None
+        if following is not None and sec * following / B > budget:  # calls grow at least linearly with B
+            too_slow = (f"a call at batch {following} would take ~{sec * following / B:.0f} s (batch {B}: "
+                        f"{sec:.1f} s) > --call-budget {budget} s")  # fmt: skip
     return rows
 
 

@@ -136,6 +136,16 @@ def test_breakdown_alternatives_agree_with_layer(bench):
             torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, msg=f"{form} slacks {variant}")
 
 
+def test_latency_skips_a_batch_whose_call_would_exceed_the_budget(bench, cache_dir, tmp_path):
+    mod = bench("bench_latency")
+    result = mod.main(TINY + ["--methods", "mlp", "--projections", "--solvers", "--batch-sizes", "1", "16", "256",
+                              "--test-instances", "2", "--call-budget", "1e-9", "--out-dir", str(tmp_path),
+                              "--cache-dir", cache_dir])  # fmt: skip
+    rows = {int(r["batch_size"]): r for r in read_csv(result["paths"]["csv"])[1] if r["method"] == "mlp"}
+    assert rows[16]["status"] == "ok"  # the first batch above 1 is always timed
+    assert rows[256]["status"] == "skipped" and "would take" in rows[256]["note"]
+
+
 def test_training(bench, cache_dir, tmp_path):
     mod = bench("bench_training")
     result = mod.main(["--problems", "dcopf_14", "--epochs", "1", "--batches-per-epoch", "2", "--val-size", "4",

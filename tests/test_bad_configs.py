@@ -87,13 +87,16 @@ BAD = [
         ["method=post_projection", "method.solver=highs"],
         "method.solver must be one of clarabel, osqp, gurobi; got 'highs'",
     ),
+    (["method=apm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
+    (["method=eapm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
+    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, scs"),
     (
         ["method=optimizer", "+method.warm_strat=false"],
         "method has no option 'warm_strat' (did you mean 'warm_start'?)",
     ),
     (
         ["method=ldr", "method.rule_solver=cplex"],
-        "method.rule_solver must be one of auto, highs, clarabel, osqp, gurobi",
+        "method.rule_solver must be one of auto, clarabel, highs, pdlp, scs; got 'cplex'",
     ),
     (["method.gradient=softmax"], "method.gradient must be one of argmax, ste; got 'softmax'"),
     (["method.pretrain=yes"], "method.pretrain must be a bool (true or false); got 'yes' (str)"),

@@ -248,11 +248,12 @@ def test_apm_trains_through_its_correction(problems, cls):
     assert max_ineq(problem, xi, raw(xi)).max() > through.tol  # an untrained network is infeasible
 
 
-def test_apm_supervised_fit_regresses_the_raw_network(problems):
+@pytest.mark.parametrize("cls", [APM, EAPM])
+def test_apm_supervised_fit_regresses_the_raw_network(problems, cls):
     """fit=supervised: the MSE is taken on the uncorrected network (as post-projection's), APM corrects at
     inference, and the rows say so in their variant."""
     problem = problems["dcopf_14"]
-    method = apm_method(APM, problem, fit="supervised")
+    method = apm_method(cls, problem, fit="supervised")
     assert method.supervised and method.describe()["variant"] == "supervised"
     xi = inputs(problem, 4, seed=3)
     raw = method.regress(xi).to(torch.float64)
@@ -260,7 +261,7 @@ def test_apm_supervised_fit_regresses_the_raw_network(problems):
     corrected = method.predict(xi).y
     assert max_ineq(problem, xi, corrected).max() <= method.tol < max_ineq(problem, xi, raw).max()
     with pytest.raises(ValueError, match="fit must be one of"):
-        APM(fit="mse")
+        cls(fit="mse")
 
 
 @pytest.mark.parametrize("extrapolate", [False, True])

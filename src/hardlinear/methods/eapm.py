@@ -8,7 +8,7 @@ equality set ``V``) to ``x + relaxation * L * (P_V P_C x - x)`` with ``L = ||P_C
 
 from __future__ import annotations
 
-from hardlinear.methods.apm import APM
+from hardlinear.methods.apm import APM, FITS  # noqa: F401  (FITS: the choices of ``fit``, for the config schema)
 
 
 class EAPM(APM):
@@ -28,6 +28,7 @@ class EAPM(APM):
         relaxation: float = 1.0,
         max_extrapolation: float = 1e4,
         layer_dtype: str = "float64",
+        fit: str = "objective",
     ) -> None:
         super().__init__(
             name=name,
@@ -39,6 +40,7 @@ class EAPM(APM):
             train_iter=train_iter,
             train_dtype=train_dtype,
             layer_dtype=layer_dtype,
+            fit=fit,
         )
         if not 0.0 < relaxation < 2.0:
             raise ValueError(f"relaxation must be in (0, 2); got {relaxation}")

@@ -4,7 +4,6 @@ every shipped config passes."""
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -168,14 +167,6 @@ def test_trainer_default_and_penalty_zero_pass(hydra_conf):
     validate_config(compose_cfg("trainer.train_size=500", "trainer.grad_clip=1.0", "eval.time_instances=null"))
 
 
-def test_validation_is_fast(hydra_conf):
-    cfg = compose_cfg("problem=dcopf_200_qp", "method=dc3")
-    validate_config(cfg)  # first call imports the modules it reads signatures from
-    t0 = time.perf_counter()
-    validate_config(cfg)
-    assert time.perf_counter() - t0 < 0.5
-
-
 def test_range_says_its_bounds():
     assert str(Range(0, 1, lo_open=True, hi_open=True)) == "in (0, 1)"
     assert str(Range(lo=2)) == ">= 2" and str(Range(lo=0, lo_open=True)) == "> 0"
@@ -197,13 +188,10 @@ def test_cli_fails_fast_before_building_data(tmp_path):
         f"results_csv={runs / 'runs.csv'}",
         f"hydra.run.dir={runs / 'run'}",
     ]
-    t0 = time.perf_counter()
     out = subprocess.run(
         cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "HYDRA_FULL_ERROR": "0"}
     )
-    elapsed = time.perf_counter() - t0
     assert out.returncode != 0
     assert "problem has no option 'foo'" in out.stderr + out.stdout
-    assert elapsed < 30.0
     assert not cache.exists() or not any(cache.rglob("*")), "a dataset was built before validation failed"
     assert not (runs / "runs.csv").exists()

@@ -66,7 +66,7 @@ EXTRA_METHODS = ("mlp_folded",)  # on request only (--methods)
 VARIANTS = {"proposed_fused": ("proposed", ["method.fused_inference=true"])}
 PROJECTIONS = ("post_projection", "post_projection_osqp")
 SOLVERS = ("highs", "clarabel", "osqp", "gurobi")
-WARM_MODES = ("cold", "warm_prev", "warm_net")
+WARM_MODES = ("cold", "warm_prev", "warm_state", "warm_net")
 COMPILABLE = ("mlp", "proposed")
 COLUMNS = [
     "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k",
@@ -258,6 +258,9 @@ def solver_rows(name: str, problem, args, ident: dict, xi: torch.Tensor, starts:
         if mode != "cold" and not warm_ok:
             rows.append({**row, "status": "skipped", "note": f"{name} takes no warm start"})
             continue
+        if mode == "warm_state" and not solver_class(name).supports_previous_state:
+            rows.append({**row, "status": "skipped", "note": f"{name} keeps no state between solves here"})
+            continue
         try:
             rows.append({**row, **_solve_all(backend, data, lhs_varies, mode, starts, problem.n_orig)})
         except SolverUnavailable as err:
@@ -269,6 +272,7 @@ def solver_rows(name: str, problem, args, ident: dict, xi: torch.Tensor, starts:
 
 
 def _solve_all(backend, data, lhs_varies: bool, mode: str, starts, n_orig: int) -> dict:
+    from hardlinear.solvers import PREVIOUS
     def solve(i: int, warm):
         G, g, H, h = data[i]
         return backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=warm)
@@ -280,6 +284,8 @@ def _solve_all(backend, data, lhs_varies: bool, mode: str, starts, n_orig: int) 
             warm = None
         elif mode == "warm_prev":
             warm = prev.y if prev.optimal else None
+        elif mode == "warm_state":
+            warm = PREVIOUS
         else:
             warm = starts[i, :n_orig]
         t0 = time.perf_counter()
@@ -291,6 +297,7 @@ def _solve_all(backend, data, lhs_varies: bool, mode: str, starts, n_orig: int) 
         prev = res
     ms = 1000.0 * statistics.median(walls)
     note = {"cold": "no basis or solution carried over", "warm_prev": "started from the previous instance's solution",
+            "warm_state": "started from the solver's state after the previous instance (simplex basis / iterates)",
             "warm_net": "started from the proposed method's prediction"}[mode]  # fmt: skip
     return {"calls": len(data), "median_ms": ms, "ms_per_instance": ms, "throughput": 1000.0 / ms,
             "solver_ms": 1000.0 * statistics.median(own), "iterations_mean": float(np.mean(iters)),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hardlinear.solvers.base import QPSolver, SolverError, SolveResult, SolverUnavailable
+from hardlinear.solvers.base import PREVIOUS, QPSolver, SolverError, SolveResult, SolverUnavailable
 
 BACKENDS = {
     "highs": "hardlinear.solvers.highs:HighsSolver",
@@ -17,7 +17,7 @@ BACKENDS = {
     "gurobi": "hardlinear.solvers.gurobi_solver:GurobiSolver",
 }
 
-__all__ = ["BACKENDS", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable", "make_solver", "solve_batch"]
+__all__ = ["BACKENDS", "PREVIOUS", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable", "make_solver", "solve_batch"]
 
 
 def solver_class(name: str) -> type[QPSolver]:

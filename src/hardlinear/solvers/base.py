@@ -13,6 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+# ``warm_start=PREVIOUS``: start from the backend's own state after its previous solve (HiGHS and Gurobi: the
+# simplex basis, OSQP: its iterates), the fastest re-solve after a right-hand-side change; see
+# ``supports_previous_state``. Not an independent solve: the benchmarks report it beside the cold one.
+PREVIOUS = "previous"
+
 
 class SolverError(RuntimeError):
     """A solve that did not reach optimality, or a backend that refused the model."""
@@ -39,11 +44,13 @@ class QPSolver(ABC):
     """A backend holding one model; ``solve`` updates the data that changed and re-solves.
 
     ``warm_start`` (a primal point) is passed to backends that accept one (HiGHS, OSQP, Gurobi); the others
-    ignore it, and ``supports_warm_start`` says which.
+    ignore it, and ``supports_warm_start`` says which. ``warm_start=PREVIOUS`` keeps the state of the previous
+    solve where ``supports_previous_state``; without a warm start every solve is cold (nothing carried over).
     """
 
     name: str = "solver"
     supports_warm_start: bool = False
+    supports_previous_state: bool = False
     supports_quadratic: bool = True
 
     def __init__(self, Q: sp.spmatrix | None, c: np.ndarray, G: sp.spmatrix, H: sp.spmatrix, **options) -> None:

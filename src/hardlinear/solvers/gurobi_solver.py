@@ -12,12 +12,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import QPSolver, SolveResult, SolverUnavailable
+from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult, SolverUnavailable
 
 
 class GurobiSolver(QPSolver):
     name = "gurobi"
     supports_warm_start = True
+    supports_previous_state = True  # the basis of the previous solve
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)
@@ -55,7 +56,10 @@ class GurobiSolver(QPSolver):
             self._build(sp.csr_matrix(G if G is not None else self.G), sp.csr_matrix(H if H is not None else self.H))
         self._eq.RHS = g
         self._ineq.RHS = h
-        self._model.reset()  # no basis carried over from another instance
+        if isinstance(warm_start, str) and warm_start == PREVIOUS:
+            warm_start = None  # Gurobi re-solves from the previous basis unless reset
+        else:
+            self._model.reset()  # no basis carried over from another instance
         if warm_start is not None:
             self._y.Start = np.asarray(warm_start, dtype=np.float64)
         t0 = time.perf_counter()

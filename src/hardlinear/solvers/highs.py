@@ -7,12 +7,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import QPSolver, SolveResult
+from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult
 
 
 class HighsSolver(QPSolver):
     name = "highs"
     supports_warm_start = True
+    supports_previous_state = True  # the basis of the previous solve (a hot start of the dual simplex)
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)
@@ -56,7 +57,9 @@ class HighsSolver(QPSolver):
         upper = np.concatenate([g, h])
         hh = self._h
         hh.changeRowsBounds(self._m, self._rows, lower, upper)
-        if warm_start is not None:
+        if isinstance(warm_start, str) and warm_start == PREVIOUS:
+            pass  # HiGHS keeps the previous basis unless told otherwise
+        elif warm_start is not None:
             sol = hs.HighsSolution()
             sol.col_value = np.asarray(warm_start, dtype=np.float64)
             sol.value_valid = True

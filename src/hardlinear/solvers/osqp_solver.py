@@ -7,7 +7,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import QPSolver, SolveResult
+from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult
 
 DEFAULTS = {"eps_abs": 1e-6, "eps_rel": 1e-6, "max_iter": 100_000, "polishing": True, "verbose": False}
 
@@ -15,6 +15,7 @@ DEFAULTS = {"eps_abs": 1e-6, "eps_rel": 1e-6, "max_iter": 100_000, "polishing": 
 class OSQPSolver(QPSolver):
     name = "osqp"
     supports_warm_start = True
+    supports_previous_state = True  # the previous solve's primal and dual iterates
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)
@@ -38,7 +39,9 @@ class OSQPSolver(QPSolver):
         lower = np.concatenate([g, np.full(len(h), -np.inf)])
         upper = np.concatenate([g, h])
         self._prob.update(l=lower, u=upper)
-        if warm_start is not None:
+        if isinstance(warm_start, str) and warm_start == PREVIOUS:
+            pass  # OSQP starts from its last iterates
+        elif warm_start is not None:
             self._prob.warm_start(x=np.asarray(warm_start, dtype=np.float64))
         else:
             self._prob.warm_start(x=np.zeros(len(self.c)), y=np.zeros(len(lower)))

@@ -27,6 +27,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
 COLUMNS = [
@@ -49,8 +50,6 @@ def build(case: str, form: str):
 
 def run_one(case: str, form: str, solver: str) -> dict:
     """Solve one rule in this process and return its CSV row."""
-    import resource
-
     import clarabel  # noqa: F401  (imports are not part of the solve time)
     import cvxpy  # noqa: F401
     import highspy  # noqa: F401
@@ -74,14 +73,30 @@ def run_one(case: str, form: str, solver: str) -> dict:
     except DecisionRuleInfeasible as err:
         row.update(t_star=err.t_star, error=str(err))
     row["solve_time_s"] = round(time.perf_counter() - start, 3)
-    row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    row["peak_rss_mb"] = peak_rss_mb()
     return row
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak resident memory (MB).
+
+    Linux's ``VmHWM`` belongs to the process's address space; ``getrusage``'s ``ru_maxrss`` survives fork and
+    exec, so a child started by a large parent reports the parent's peak (6.2 GB for the 14-bus rule when
+    ``run_all.py`` had run the latency benchmark first). ``ru_maxrss`` only where there is no ``/proc``.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux, bytes on macOS
+    return round(peak / (1024.0**2 if sys.platform == "darwin" else 1024.0), 1)
 
 
 def run_level(case: str, form: str, solver: str) -> dict:
     """The largest uncertainty level of one case in this process (exact LP; None where it does not apply)."""
-    import resource
-
     import torch
 
     from hardlinear.layers import max_uncertainty_exact
@@ -93,14 +108,12 @@ def run_level(case: str, form: str, solver: str) -> dict:
     return {
         "max_uncertainty": level,
         "max_uncertainty_time_s": round(time.perf_counter() - start, 3),
-        "max_uncertainty_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+        "max_uncertainty_rss_mb": peak_rss_mb(),
     }
 
 
 def append_rows(path, rows: list[dict]) -> None:
     """Append to a CSV, rewriting it once under the current columns if it was written with older ones."""
-    from pathlib import Path
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     old: list[dict] = []

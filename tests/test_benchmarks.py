@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -144,6 +146,16 @@ def test_latency_skips_a_batch_whose_call_would_exceed_the_budget(bench, cache_d
     rows = {int(r["batch_size"]): r for r in read_csv(result["paths"]["csv"])[1] if r["method"] == "mlp"}
     assert rows[16]["status"] == "ok"  # the first batch above 1 is always timed
     assert rows[256]["status"] == "skipped" and "would take" in rows[256]["note"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_decision_rule_child_reports_its_own_peak_memory(bench):
+    """A parent's peak (ru_maxrss survives fork + exec) must not leak into a child's figure."""
+    mod = bench("bench_decision_rules")
+    ballast = np.ones(400 * 2**20 // 8)  # 400 MB touched in this (parent) process
+    code = f"import sys; sys.path.insert(0, {str(Path(mod.__file__).parent)!r}); import bench_decision_rules as b; print(b.peak_rss_mb())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout.split()[-1]) < 300 and ballast.sum() > 0
 
 
 def test_training(bench, cache_dir, tmp_path):

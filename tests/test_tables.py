@@ -98,6 +98,17 @@ def test_paper_reference_is_packaged():
     assert grid.grid == ("0", "0.5", "5") and grid.selected == "0.5"
 
 
+def test_superseded_rows_say_their_rerun_is_queued(results_csv, tmp_path):
+    """A paper row whose runs were moved to superseded.csv (scripts/supersede.py) reads "not run: rerun
+    queued ...", not a bare "not run"."""
+    moved = _row("dcopf_118", "lp", "apm", 0, "table_lp", superseded_reason="APM retrained")
+    results.append_row(results_csv.parent / "superseded.csv", moved)
+    lp = make_tables(results_csv, tmp_path / "tables")["table_lp.md"].read_text()
+    rows = _block(lp, "DC-OPF (LP) 118-bus system")
+    assert rows["APM"][2] == "not run: rerun queued (its earlier rows are in superseded.csv)"
+    assert rows["DC3"][2] != rows["APM"][2]
+
+
 def test_make_tables(results_csv, tmp_path):
     written = make_tables(results_csv, tmp_path / "tables")
     assert sorted(written) == sorted(f"{t}{s}" for t in TABLE_NAMES for s in (".md", ".tex"))

@@ -12,7 +12,8 @@ Markdown and LaTeX. How rows of the CSV become table rows:
 * numbers are means over seeds (column ``Seeds``), worst = the mean over seeds of each seed's worst test
   instance; ``max |viol|`` is the largest absolute violation over every seed and test instance (float64,
   scientific notation: feasibility is the product); a paper row without a run of ours reads "not run", with
-  the reason recorded in ``.skipped.csv`` when there is one.
+  the reason recorded in ``.skipped.csv`` when there is one, or "rerun queued" when its rows were moved to
+  ``superseded.csv`` (scripts/supersede.py) and not yet rerun.
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ COMMON_NOTES = [
     "twice counts once (the newest run); runs of this table's experiment are preferred when there are any.",
     "Time: mean milliseconds per instance at batch 1 (mean correction or solver iterations). Paper: "
     + paper.PAPER_HARDWARE + ".",
-    '"not run": no run of ours in the results CSV (the reason, when the run was recorded as skipped).',
+    '"not run": no run of ours in the results CSV (the reason, when the run was recorded as skipped or its rows were superseded).',
 ]
 
 
@@ -594,6 +595,25 @@ def render_latex(table: Table) -> str:
 
 
 # --- entry point ----------------------------------------------------------------------------------------
+SUPERSEDED_CSV = "superseded.csv"  # rows moved out of the results CSV by scripts/supersede.py
+SUPERSEDED_REASON = "rerun queued (its earlier rows are in superseded.csv)"
+
+
+def _with_superseded(skipped, superseded_file: Path):
+    """The skipped runs plus one reason per superseded row: a row whose runs were superseded and not yet rerun
+    says so instead of a bare "not run"."""
+    import pandas as pd
+
+    from hardlinear.results import load_results
+
+    if not superseded_file.exists():
+        return skipped
+    old = load_results(superseded_file).assign(reason=SUPERSEDED_REASON)
+    if skipped is None:
+        return old
+    return pd.concat([skipped, old[[c for c in skipped.columns if c in old.columns]]], ignore_index=True)
+
+
 def make_tables(results_csv: str | Path, out_dir: str | Path, skipped_csv: str | Path | None = None) -> dict[str, Path]:
     """Write every table as ``<out_dir>/<table>.md`` and ``.tex``; returns ``{"<table>.md": path, ...}``.
 
@@ -607,6 +627,7 @@ def make_tables(results_csv: str | Path, out_dir: str | Path, skipped_csv: str |
     df = load_results(results_csv)
     skip_file = Path(skipped_csv) if skipped_csv is not None else skipped_path(results_csv)
     skipped = load_skipped(skip_file) if skip_file.exists() else None
+    skipped = _with_superseded(skipped, results_csv.parent / SUPERSEDED_CSV)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = [build_table(spec, df, skipped) for spec in TABLES.values()] + [build_penalty_table(df, skipped)]

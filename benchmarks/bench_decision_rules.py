@@ -151,12 +151,16 @@ def main(argv: list[str] | None = None) -> None:
 
     writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, extrasaction="ignore")
     writer.writeheader()
+    from hardlinear.layers.robust_lp import LP_SOLVERS
+    from hardlinear.layers.robust_sdp import SDP_SOLVERS
+
     rows = []
     for case in args.cases:
+        valid = SDP_SOLVERS if case.startswith("portfolio") else LP_SOLVERS  # the portfolio's rule is an SDP
         for form in args.forms:
             for solver in args.solvers:
-                if solver in ("highs", "pdlp") and case.startswith("portfolio") or solver == "scs" and not case.startswith("portfolio"):
-                    continue  # HiGHS solves no SDP, SCS is only used for the SDP here
+                if solver != "auto" and solver not in valid:
+                    continue
                 cmd = [sys.executable, __file__, "--single", case, form, solver]
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)

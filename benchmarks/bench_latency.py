@@ -202,7 +202,7 @@ def learned_rows(name: str, method, problem, args, ident: dict, xi_test: torch.T
                      "throughput": B / sec, "status": "ok",
                      **_iteration_cols([] if it is None else it.double().tolist())})  # fmt: skip
         following = batches[j + 1] if j + 1 < len(batches) else None
-        if following is not None and sec * following / B > budget:  # calls grow at least linearly with B
+        if following is not None and sec * following / B > budget:  # linear in B at large batch (an overestimate below)
             too_slow = (f"a call at batch {following} would take ~{sec * following / B:.0f} s (batch {B}: "
                         f"{sec:.1f} s) > --call-budget {budget} s")  # fmt: skip
     return rows
@@ -273,6 +273,7 @@ def solver_rows(name: str, problem, args, ident: dict, xi: torch.Tensor, starts:
 
 def _solve_all(backend, data, lhs_varies: bool, mode: str, starts, n_orig: int) -> dict:
     from hardlinear.solvers import PREVIOUS
+
     def solve(i: int, warm):
         G, g, H, h = data[i]
         return backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=warm)

@@ -504,24 +504,31 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     from hardlinear.methods.penalty import NORMS
     from hardlinear.solvers import BACKENDS
 
-    module = sys.modules[cls.__module__]
+    def declared(constant: str, default: Sequence[str] | None = None) -> Sequence[str] | None:
+        """``constant`` of the first module along the class's MRO that defines it (a subclass in another
+        module, EAPM of APM, inherits its parent's choices)."""
+        for klass in cls.__mro__:
+            value = getattr(sys.modules.get(klass.__module__), constant, None)
+            if value is not None:
+                return tuple(value)
+        return default
+
     choices: dict[str, Sequence[str]] = {
         "layer_dtype": DTYPE_NAMES,
         "train_dtype": DTYPE_NAMES,
-        "solver": tuple(getattr(module, "SOLVERS", BACKENDS)),  # post-projection: QP solvers only
+        "solver": declared("SOLVERS", tuple(BACKENDS)),  # post-projection: QP solvers only
         "rule_solver": ("auto", *dict.fromkeys(LP_SOLVERS + SDP_SOLVERS)),  # the rule's LP or SDP
-        "on_failure": tuple(getattr(module, "ON_FAILURE", ("raise", "nan"))),
+        "on_failure": declared("ON_FAILURE", ("raise", "nan")),
         "norm": NORMS,
     }
-    if hasattr(module, "TARGETS"):
-        choices["targets"] = tuple(module.TARGETS)
-    if hasattr(module, "FITS"):
-        choices["fit"] = tuple(module.FITS)
+    for option, constant in (("targets", "TARGETS"), ("fit", "FITS")):  # options only some methods have
+        if (values := declared(constant)) is not None:
+            choices[option] = values
     try:
         from hardlinear.layers.feasibility import DOMAIN_POLICIES, GRADIENTS
 
         choices.update(
-            gradient=tuple(GRADIENTS), out_of_domain=tuple(getattr(module, "OUT_OF_DOMAIN", DOMAIN_POLICIES))
+            gradient=tuple(GRADIENTS), out_of_domain=declared("OUT_OF_DOMAIN", tuple(DOMAIN_POLICIES))
         )
     except ImportError:  # the layer is optional for methods that do not use it
         pass

@@ -8,7 +8,7 @@ equality set ``V``) to ``x + relaxation * L * (P_V P_C x - x)`` with ``L = ||P_C
 
 from __future__ import annotations
 
-from hardlinear.methods.apm import APM, FITS  # noqa: F401  (FITS: the choices of ``fit``, for the config schema)
+from hardlinear.methods.apm import APM
 
 
 class EAPM(APM):

@@ -13,10 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+
+class _Previous:
+    """The type of :data:`PREVIOUS` (a sentinel: compared by identity, never mistaken for a start point)."""
+
+    def __repr__(self) -> str:
+        return "PREVIOUS"
+
+
 # ``warm_start=PREVIOUS``: start from the backend's own state after its previous solve (HiGHS and Gurobi: the
 # simplex basis, OSQP: its iterates), the fastest re-solve after a right-hand-side change; see
 # ``supports_previous_state``. Not an independent solve: the benchmarks report it beside the cold one.
-PREVIOUS = "previous"
+PREVIOUS = _Previous()
 
 
 class SolverError(RuntimeError):

@@ -56,7 +56,7 @@ class GurobiSolver(QPSolver):
             self._build(sp.csr_matrix(G if G is not None else self.G), sp.csr_matrix(H if H is not None else self.H))
         self._eq.RHS = g
         self._ineq.RHS = h
-        if isinstance(warm_start, str) and warm_start == PREVIOUS:
+        if warm_start is PREVIOUS:
             warm_start = None  # Gurobi re-solves from the previous basis unless reset
         else:
             self._model.reset()  # no basis carried over from another instance

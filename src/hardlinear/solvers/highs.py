@@ -57,7 +57,7 @@ class HighsSolver(QPSolver):
         upper = np.concatenate([g, h])
         hh = self._h
         hh.changeRowsBounds(self._m, self._rows, lower, upper)
-        if isinstance(warm_start, str) and warm_start == PREVIOUS:
+        if warm_start is PREVIOUS:
             pass  # HiGHS keeps the previous basis unless told otherwise
         elif warm_start is not None:
             sol = hs.HighsSolution()

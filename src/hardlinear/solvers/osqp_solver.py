@@ -39,7 +39,7 @@ class OSQPSolver(QPSolver):
         lower = np.concatenate([g, np.full(len(h), -np.inf)])
         upper = np.concatenate([g, h])
         self._prob.update(l=lower, u=upper)
-        if isinstance(warm_start, str) and warm_start == PREVIOUS:
+        if warm_start is PREVIOUS:
             pass  # OSQP starts from its last iterates
         elif warm_start is not None:
             self._prob.warm_start(x=np.asarray(warm_start, dtype=np.float64))

@@ -141,7 +141,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-uncertainty", action="store_true", help="also the largest level with a rule (exact LP)")
     parser.add_argument("--single", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
     parser.add_argument("--level", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
+    parser.add_argument("--verbose", action="store_true", help="log each row-generation round of the robust LP to stderr (long solves)")
     args = parser.parse_args(argv)
+    if args.verbose:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+        logging.getLogger("hardlinear.layers.robust_lp").setLevel(logging.DEBUG)
     if args.single:
         print(json.dumps(run_one(*args.single)))
         return
@@ -161,23 +167,24 @@ def main(argv: list[str] | None = None) -> None:
             for solver in args.solvers:
                 if solver != "auto" and solver not in valid:
                     continue
-                cmd = [sys.executable, __file__, "--single", case, form, solver]
+                cmd = [sys.executable, __file__, *(["--verbose"] if args.verbose else []), "--single", case, form, solver]
+                stderr = None if args.verbose else subprocess.PIPE  # verbose: the child's log goes straight to ours
                 try:
-                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)
+                    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)
                     row = json.loads(out.stdout.strip().splitlines()[-1])
                 except subprocess.TimeoutExpired:
                     row = {"case": case, "form": form, "solver": solver, "error": f"timeout {args.timeout:g} s"}
                 except subprocess.CalledProcessError as err:
-                    row = {"case": case, "form": form, "solver": solver, "error": err.stderr.strip()[-300:]}
+                    row = {"case": case, "form": form, "solver": solver, "error": (err.stderr or f"exit {err.returncode}, see the log above").strip()[-300:]}
                 if args.max_uncertainty and not row.get("error"):
                     cmd[-4] = "--level"
                     try:
-                        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)
+                        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)
                         row.update(json.loads(out.stdout.strip().splitlines()[-1]))
                     except subprocess.TimeoutExpired:
                         row["error"] = f"max-uncertainty LP: timeout {args.timeout:g} s"
                     except subprocess.CalledProcessError as err:
-                        row["error"] = "max-uncertainty LP: " + err.stderr.strip()[-300:]
+                        row["error"] = "max-uncertainty LP: " + (err.stderr or f"exit {err.returncode}, see the log above").strip()[-300:]
                 writer.writerow(row)
                 sys.stdout.flush()
                 rows.append(row)

@@ -336,6 +336,7 @@ def _row_generation(red, solver, row_generation, regularization, threads, max_ro
     S = _seed(red) if row_generation else np.arange(E)
     for rounds in range(1, max_rounds + 1):
         lp = _working_set_lp(red, S)
+        log.debug("robust LP round %d: solving %d of %d expressions (%d variables, %d nonzeros)", rounds, len(S), E, lp["nv"], lp["Aeq"].nnz + lp["Ain"].nnz)
         z, status = _solve_lp(lp, solver, regularization, threads)
         W = z[: lp["nW"]].reshape(q + 1, d).T
         t_ws = float(z[lp["t"]])
@@ -391,6 +392,7 @@ def max_uncertainty_scaling(
     S = _seed(red)
     for rounds in range(1, max_rounds + 1):
         lp = _working_set_lp(red, S, scaling=True)
+        log.debug("max-level LP round %d: solving %d of %d expressions (%d variables, %d nonzeros)", rounds, len(S), E, lp["nv"], lp["Aeq"].nnz + lp["Ain"].nnz)
         z, status = _solve_lp(lp, solver, regularization, threads)
         W = z[: lp["nW"]].reshape(q + 1, d).T
         tau = float(z[lp["t"]])  # = -sigma = -1 / kappa
@@ -401,6 +403,7 @@ def max_uncertainty_scaling(
         fresh = np.flatnonzero(excess > ROW_TOLERANCE * scale)
         fresh = fresh[~np.isin(fresh, S)]
         info.update(rounds=rounds, rows_in_lp=int(len(S)), status=status, nnz=int(lp["Aeq"].nnz + lp["Ain"].nnz))
+        log.debug("max-level LP round %d: %d expressions, kappa=%.6g, %d rows over", rounds, len(S), -1.0 / tau if tau < 0 else float("inf"), len(fresh))
         if fresh.size == 0:
             info["solve_time_s"] = time.perf_counter() - t0
             return (float("inf") if tau >= 0 else -1.0 / tau), info

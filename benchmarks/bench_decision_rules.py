@@ -33,7 +33,7 @@ PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "po
 COLUMNS = [
     "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
     "n", "m_eq", "m_ineq", "k", "lp_variables", "lp_constraints", "lp_nnz", "rounds", "rows_in_lp", "error",
-    "uncertainty", "max_uncertainty", "max_uncertainty_time_s", "max_uncertainty_rss_mb",
+    "uncertainty", "max_uncertainty", "max_uncertainty_time_s", "max_uncertainty_rss_mb", "t_upper", "margin_gap",
 ]
 
 
@@ -48,7 +48,7 @@ def build(case: str, form: str):
     return build_problem(name, form=form, **({"uncertainty": float(level)} if level else {}))
 
 
-def run_one(case: str, form: str, solver: str) -> dict:
+def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
     """Solve one rule in this process and return its CSV row."""
     import clarabel  # noqa: F401  (imports are not part of the solve time)
     import cvxpy  # noqa: F401
@@ -63,12 +63,15 @@ def run_one(case: str, form: str, solver: str) -> dict:
     start = time.perf_counter()
     try:
         # the paper's portfolio sits at t* = 0 (see solve_decision_rule): report it rather than fail
-        rule = solve_decision_rule(problem, solver=solver, find_max_uncertainty=False, require_positive_margin=False)
+        rule = solve_decision_rule(
+            problem, solver=solver, find_max_uncertainty=False, require_positive_margin=False, margin_gap=margin_gap
+        )
         info = rule.info
         row.update(
             t_star=rule.t_star, binding_row=rule.binding_row, binding=rule.binding_description,
             status=info.get("status"), lp_variables=info.get("n_variables"), lp_constraints=info.get("n_constraints"),
             lp_nnz=info.get("nnz"), rounds=info.get("rounds"), rows_in_lp=info.get("rows_in_lp"),
+            t_upper=info.get("t_upper"), margin_gap=margin_gap or None,
         )
     except DecisionRuleInfeasible as err:
         row.update(t_star=err.t_star, error=str(err))
@@ -95,7 +98,7 @@ def peak_rss_mb() -> float:
     return round(peak / (1024.0**2 if sys.platform == "darwin" else 1024.0), 1)
 
 
-def run_level(case: str, form: str, solver: str) -> dict:
+def run_level(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
     """The largest uncertainty level of one case in this process (exact LP; None where it does not apply)."""
     import torch
 
@@ -104,7 +107,7 @@ def run_level(case: str, form: str, solver: str) -> dict:
     torch.set_num_threads(1)
     problem = build(case, form)
     start = time.perf_counter()
-    level = max_uncertainty_exact(problem, solver)
+    level = max_uncertainty_exact(problem, solver, margin_gap=margin_gap)
     return {
         "max_uncertainty": level,
         "max_uncertainty_time_s": round(time.perf_counter() - start, 3),
@@ -141,6 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-uncertainty", action="store_true", help="also the largest level with a rule (exact LP)")
     parser.add_argument("--single", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
     parser.add_argument("--level", nargs=3, metavar=("CASE", "FORM", "SOLVER"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--margin-gap", type=float, default=0.0,
+        help="stop the row generation at this relative gap on t* (and on the level); 0: to the last row",
+    )
     parser.add_argument("--verbose", action="store_true", help="log each row-generation round of the robust LP to stderr (long solves)")
     args = parser.parse_args(argv)
     if args.verbose:
@@ -149,10 +156,10 @@ def main(argv: list[str] | None = None) -> None:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("hardlinear.layers.robust_lp").setLevel(logging.DEBUG)
     if args.single:
-        print(json.dumps(run_one(*args.single)))
+        print(json.dumps(run_one(*args.single, margin_gap=args.margin_gap)))
         return
     if args.level:
-        print(json.dumps(run_level(*args.level)))
+        print(json.dumps(run_level(*args.level, margin_gap=args.margin_gap)))
         return
 
     writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, extrasaction="ignore")
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
             for solver in args.solvers:
                 if solver != "auto" and solver not in valid:
                     continue
-                cmd = [sys.executable, __file__, *(["--verbose"] if args.verbose else []), "--single", case, form, solver]
+                cmd = [sys.executable, __file__, *(["--verbose"] if args.verbose else []), "--margin-gap", str(args.margin_gap), "--single", case, form, solver]
                 stderr = None if args.verbose else subprocess.PIPE  # verbose: the child's log goes straight to ours
                 try:
                     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)

@@ -202,7 +202,8 @@ def test_cache_key_separates_forms_and_solvers(tmp_path, dcopf14):
     solve_decision_rule(dcopf14["standard"], cache_dir=tmp_path)
     solve_decision_rule(dcopf14["inequality"], cache_dir=tmp_path)
     solve_decision_rule(dcopf14["standard"], solver="highs", cache_dir=tmp_path)
-    assert len(list((tmp_path / "decision_rules").glob("*.rule"))) == 3
+    solve_decision_rule(dcopf14["standard"], cache_dir=tmp_path, margin_gap=1e-4)  # may be another rule
+    assert len(list((tmp_path / "decision_rules").glob("*.rule"))) == 4
 
 
 def test_lp_and_qp_share_one_rule_and_other_constraints_do_not(tmp_path):
@@ -315,3 +316,53 @@ def test_portfolio_margin_is_at_least_the_paper_rules():
     with pytest.warns(UserWarning, match="no strict margin"):
         rule = solve_decision_rule(Portfolio(), require_positive_margin=False)
     assert rule.t_star >= theirs - 1e-6
+
+
+# --- stopping the row generation at a certified gap ----------------------------------------------------------
+def _paired_family(seed: int = 2, n: int = 4, k: int = 3, m: int = 25) -> JointlyLinearFamily:
+    """Random two-sided rows ``|H1 y - b(x)| <= r``: small enough to solve in milliseconds, and (seed 2,
+    searched for) a working set whose second round's rule is feasible with a margin below the bound."""
+    rng = np.random.default_rng(seed)
+    G = sp.csr_matrix(rng.normal(size=(1, n)))
+    F0 = rng.normal(size=(n, k + 1)) * 0.3
+    H1 = rng.normal(size=(m, n))
+    B_ineq = np.vstack([H1 @ F0, -(H1 @ F0)])
+    B_ineq[:, 0] += 1.0 + rng.random(2 * m)
+    return JointlyLinearFamily(
+        box=InputBox(-np.ones(k), np.ones(k)), G=G, B_eq=G @ F0, H=sp.csr_matrix(np.vstack([H1, -H1])), B_ineq=B_ineq
+    )
+
+
+def test_margin_gap_stops_early_with_a_certified_bound(monkeypatch):
+    """Stopped at the gap, the rule is feasible with its verified t*, the working-set optimum bounds the full
+    LP's t* from above, and the two are within the gap; with gap 0 the rounds run to the last row."""
+    import hardlinear.layers.robust_lp as robust_lp
+
+    family = _paired_family()
+    w = row_weights(family.H, "inequality")
+    monkeypatch.setattr(robust_lp, "_seed", lambda red: np.arange(4))  # a small start, so several rounds
+    exact = solve_robust_lp(family, w)
+    gapped = solve_robust_lp(family, w, margin_gap=0.3)
+    assert gapped.info["rounds"] < exact.info["rounds"] and "stopped_at_gap" not in exact.info
+    assert exact.t_star <= gapped.info["t_upper"] + 1e-7  # the bound holds for the full LP's optimum
+    assert (1 - 0.3) * gapped.info["t_upper"] - 1e-9 <= gapped.t_star <= exact.t_star + 1e-9
+    assert gapped.t_star == pytest.approx(verified_row_margins(gapped.F, family.H, family.B_ineq, family.box, w).min())
+    assert solve_robust_lp(family, w, margin_gap=0.0).t_star == pytest.approx(exact.t_star, abs=1e-9)
+    with pytest.raises(ValueError, match="margin_gap"):
+        solve_robust_lp(family, w, margin_gap=1.0)
+
+
+def test_level_gap_returns_a_certified_lower_bound():
+    """dcopf_118's level LP takes two rounds; at gap 0.6 it stops after the first with the scale its rule
+    certifies over all rows: below the exact level, within the gap of the bound, and a rule exists there."""
+    from hardlinear.layers.decision_rule import max_uncertainty_exact, rebuilder, rule_margin
+    from hardlinear.layers.robust_lp import max_uncertainty_scaling
+
+    problem = build_problem("dcopf_118")
+    kappa, info = max_uncertainty_scaling(problem.compact, margin_gap=0.6)
+    exact = max_uncertainty_exact(problem)
+    assert info["rounds"] == 1 and info["kappa_upper"] * (1 - 0.6) <= kappa < exact / problem.uncertainty
+    assert exact / problem.uncertainty <= info["kappa_upper"] * (1 + 1e-6)
+    level = max_uncertainty_exact(problem, margin_gap=0.6)
+    assert level == pytest.approx(kappa * problem.uncertainty)
+    assert rule_margin(rebuilder(problem)(level * (1 - 1e-3))) > 0

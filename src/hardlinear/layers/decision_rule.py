@@ -160,7 +160,7 @@ def _resolve_solver(problem, solver: str) -> str:
     return solver
 
 
-def _solve(problem, solver: str, margin: str, threads: int):
+def _solve(problem, solver: str, margin: str, threads: int, margin_gap: float = 0.0):
     """The rule's program for ``problem``; returns a :class:`~hardlinear.layers.robust_lp.RuleSolution`."""
     if problem.compact.input_dependent_lhs:
         from hardlinear.layers.robust_sdp import sdp_row_weights, solve_robust_sdp
@@ -168,7 +168,8 @@ def _solve(problem, solver: str, margin: str, threads: int):
         return solve_robust_sdp(problem.compact, sdp_row_weights(problem.compact, problem.form), solver, margin)
     from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
 
-    return solve_robust_lp(problem.compact, row_weights(problem.compact.H, problem.form), solver, threads=threads)
+    weights = row_weights(problem.compact.H, problem.form)
+    return solve_robust_lp(problem.compact, weights, solver, threads=threads, margin_gap=margin_gap)
 
 
 def _build_module(problem, sol, description: str) -> DecisionRule:
@@ -204,26 +205,29 @@ def solve_decision_rule(
     find_max_uncertainty: bool = True,
     margin: str = "e1",
     threads: int = 1,
+    margin_gap: float = 0.0,
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
     ``solver``: "auto" (Clarabel), "clarabel", "highs" (IPX) or "pdlp" (HiGHS first-order) for the LP, "clarabel"
     or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
+    ``margin_gap``: the LP's relative optimality gap on ``t*`` at which the row generation may stop
+    (:func:`~hardlinear.layers.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
     Raises :class:`DecisionRuleInfeasible` when ``t* <= 0``; with ``require_positive_margin=False`` a rule
     with ``t* > -WEAK_MARGIN`` is accepted with a warning (the paper's portfolio at uncertainty 0.4 sits
     exactly at ``t* = 0``: its rule is feasible only up to the solver's accuracy, ~1e-8).
     """
     solver = _resolve_solver(problem, solver)
     fingerprint = problem.constraints_fingerprint()
-    path = _cache_path(cache_dir, problem, solver, margin, fingerprint) if cache_dir is not None else None
+    path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap) if cache_dir is not None else None
     rule = _load_cached(path, fingerprint) if path is not None else None
     if rule is None:
         from hardlinear.layers.robust_lp import ProgramInfeasible
 
         start = time.perf_counter()
         try:
-            sol = _solve(problem, solver, margin, threads)
+            sol = _solve(problem, solver, margin, threads, margin_gap)
         except ProgramInfeasible as err:
             raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
         description = describe_row(problem, sol.binding_row)
@@ -355,12 +359,14 @@ def max_uncertainty(
     return lo
 
 
-def max_uncertainty_exact(problem, solver: str = "auto") -> float | None:
+def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0) -> float | None:
     """The supremum of the uncertainty levels at which ``problem`` has a rule with a positive margin, by one LP
     (:func:`hardlinear.layers.robust_lp.max_uncertainty_scaling`); ``None`` where that LP does not apply: an
     input-dependent left-hand side (the SDP), a problem that cannot be rebuilt at other levels, or one whose
     level does not scale the inputs' effect linearly around a fixed nominal (checked on a rebuild at half the
-    level). Levels at or above the returned one have ``t* <= 0``; every level below it has ``t* > 0``."""
+    level). Levels at or above the returned one have ``t* <= 0``; every level below it has ``t* > 0``. With
+    ``margin_gap > 0`` the row generation may stop early: the level returned is then a certified lower bound
+    within that relative gap of the supremum (see ``max_uncertainty_scaling``)."""
     from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
 
     level = getattr(problem, "uncertainty", None)
@@ -376,7 +382,7 @@ def max_uncertainty_exact(problem, solver: str = "auto") -> float | None:
         scale = 1.0 + np.abs(Bu).max() if Bu.size else 1.0
         if not (np.allclose(Bu[:, 0], Bu_half[:, 0], atol=1e-12 * scale) and np.allclose(Bu[:, 1:], 2.0 * Bu_half[:, 1:], atol=1e-12 * scale)):
             return None
-    kappa, info = max_uncertainty_scaling(full, solver=_resolve_solver(problem, solver))
+    kappa, info = max_uncertainty_scaling(full, solver=_resolve_solver(problem, solver), margin_gap=margin_gap)
     log.info("largest uncertainty level of %s: %.6g (kappa %.6g, %d rounds)", problem.name, kappa * level, kappa, info.get("rounds", 0))
     return kappa * level
 
@@ -457,8 +463,10 @@ def _peak_rss_mb() -> float | None:
 
 
 # --- cache ---------------------------------------------------------------------------------------------
-def _cache_path(cache_dir, problem, solver: str, margin: str, fingerprint: str) -> Path:
+def _cache_path(cache_dir, problem, solver: str, margin: str, fingerprint: str, margin_gap: float = 0.0) -> Path:
     tag = solver if not problem.compact.input_dependent_lhs else f"{solver}-{margin}"
+    if margin_gap and not problem.compact.input_dependent_lhs:  # a rule stopped at a gap is another rule
+        tag += f"-gap{margin_gap:g}"
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in problem.name)
     return Path(cache_dir) / "decision_rules" / f"{safe}-{problem.form}-{tag}-{FORMULATION_VERSION}-{fingerprint[:16]}.rule"
 

@@ -215,7 +215,8 @@ def plot(csv_path, png_path):
     import common
 
     with open(csv_path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("lp_nnz") and r.get("solve_time_s") and not r.get("error")]
+        # a row whose rule was solved counts even if its level LP then failed (its error names the level)
+        rows = [r for r in csv.DictReader(fh) if r.get("lp_nnz") and r.get("solve_time_s") and r.get("t_star")]
     if not rows:
         return None
     fig, (ax_t, ax_m) = common.new_figure(2, ncols=2, size=(5.6, 4.2))

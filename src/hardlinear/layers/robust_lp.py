@@ -314,8 +314,9 @@ def solve_robust_lp(
     no row is below. It saves a whole solve only where a round's rule is already nearly feasible on the rows
     outside its working set. At 1354 and 2000 buses the later rounds (15-45 minutes each) left the working-set
     optimum unchanged (t = 0.03415, 0.00391) but the first round's rule was far from feasible outside it
-    (margin -6.7 at 2000 buses), so there the gap did not help. ``info["t_upper"]`` holds the bound. Raises ``RuntimeError`` when the solver fails
-    and :class:`ProgramInfeasible` when ``G F = B_eq`` has no solution.
+    (margin -6.7 at 2000 buses), so there the gap did not help. ``info["t_upper"]`` holds the bound.
+    Raises ``RuntimeError`` when the solver fails and :class:`ProgramInfeasible` when ``G F = B_eq`` has no
+    solution.
     """
     if not 0.0 <= margin_gap < 1.0:
         raise ValueError(f"margin_gap must be in [0, 1); got {margin_gap!r}")

@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from hardlinear.layers.decision_rule import peak_rss_mb
+
 PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
 COLUMNS = [
     "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
@@ -71,7 +73,7 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
             t_star=rule.t_star, binding_row=rule.binding_row, binding=rule.binding_description,
             status=info.get("status"), lp_variables=info.get("n_variables"), lp_constraints=info.get("n_constraints"),
             lp_nnz=info.get("nnz"), rounds=info.get("rounds"), rows_in_lp=info.get("rows_in_lp"),
-            t_upper=info.get("t_upper"), margin_gap=margin_gap or None,
+            t_upper=info.get("t_working_set"), margin_gap=margin_gap or None,
         )
     except DecisionRuleInfeasible as err:
         row.update(t_star=err.t_star, error=str(err))
@@ -80,22 +82,9 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
     return row
 
 
-def peak_rss_mb() -> float:
-    """This process's own peak resident memory (MB).
-
-    Linux's ``VmHWM`` belongs to the process's address space; ``getrusage``'s ``ru_maxrss`` survives fork and
-    exec, so a child started by a large parent reports the parent's peak (6.2 GB for the 14-bus rule when
-    ``run_all.py`` had run the latency benchmark first). ``ru_maxrss`` only where there is no ``/proc``.
-    """
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux, bytes on macOS
-    return round(peak / (1024.0**2 if sys.platform == "darwin" else 1024.0), 1)
+def _failure(err: subprocess.CalledProcessError) -> str:
+    """A failed child's error for its row: the end of its stderr, or (``--verbose``, stderr not captured) its exit."""
+    return (err.stderr or f"exit {err.returncode}, see the log above").strip()[-300:]
 
 
 def run_level(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
@@ -182,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
                 except subprocess.TimeoutExpired:
                     row = {"case": case, "form": form, "solver": solver, "error": f"timeout {args.timeout:g} s"}
                 except subprocess.CalledProcessError as err:
-                    row = {"case": case, "form": form, "solver": solver, "error": (err.stderr or f"exit {err.returncode}, see the log above").strip()[-300:]}
+                    row = {"case": case, "form": form, "solver": solver, "error": _failure(err)}
                 if args.max_uncertainty and not row.get("error"):
                     cmd[-4] = "--level"
                     try:
@@ -191,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
                     except subprocess.TimeoutExpired:
                         row["error"] = f"max-uncertainty LP: timeout {args.timeout:g} s"
                     except subprocess.CalledProcessError as err:
-                        row["error"] = "max-uncertainty LP: " + (err.stderr or f"exit {err.returncode}, see the log above").strip()[-300:]
+                        row["error"] = "max-uncertainty LP: " + _failure(err)
                 writer.writerow(row)
                 sys.stdout.flush()
                 rows.append(row)

@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -240,7 +241,7 @@ def solve_decision_rule(
             problem=problem.name,
             form=problem.form,
             t_star=sol.t_star,
-            peak_rss_mb=_peak_rss_mb(),
+            peak_rss_mb=peak_rss_mb(),
         )
         rule = _build_module(problem, sol, description)
         _check_margin(problem, rule, solver, require_positive_margin, find_max_uncertainty, margin)
@@ -453,13 +454,24 @@ def _size_text(info: dict[str, Any]) -> str:
     return " ".join(f"{k}={info[k]}" for k in keys if k in info)
 
 
-def _peak_rss_mb() -> float | None:
-    """Process peak resident memory (MB) so far; None where the platform does not report it."""
+def peak_rss_mb() -> float | None:
+    """This process's own peak resident memory (MB) so far; None where the platform does not report it.
+
+    Linux's ``VmHWM`` belongs to the process's address space; ``getrusage``'s ``ru_maxrss`` survives fork and
+    exec, so a child started by a large parent reports the parent's peak (6.2 GB for the 14-bus rule when
+    ``benchmarks/run_all.py`` had run the latency benchmark first). ``ru_maxrss`` only where there is no ``/proc``.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
     try:
         import resource
     except ImportError:
         return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux, bytes on macOS
+    return round(peak / (1024.0**2 if sys.platform == "darwin" else 1024.0), 1)
 
 
 # --- cache ---------------------------------------------------------------------------------------------

@@ -314,7 +314,7 @@ def solve_robust_lp(
     no row is below. It saves a whole solve only where a round's rule is already nearly feasible on the rows
     outside its working set. At 1354 and 2000 buses the later rounds (15-45 minutes each) left the working-set
     optimum unchanged (t = 0.03415, 0.00391) but the first round's rule was far from feasible outside it
-    (margin -6.7 at 2000 buses), so there the gap did not help. ``info["t_upper"]`` holds the bound.
+    (margin -6.7 at 2000 buses), so there the gap did not help. ``info["t_working_set"]`` holds the bound.
     Raises ``RuntimeError`` when the solver fails and :class:`ProgramInfeasible` when ``G F = B_eq`` has no
     solution.
     """
@@ -359,8 +359,7 @@ def _row_generation(red, solver, row_generation, regularization, threads, max_ro
             n_variables=int(lp["nv"]),
             n_constraints=int(lp["Aeq"].shape[0] + lp["Ain"].shape[0]),
             nnz=int(lp["Aeq"].nnz + lp["Ain"].nnz),
-            t_working_set=t_ws,
-            t_upper=t_ws,  # the working-set LP is a relaxation: its optimum bounds the full LP's from above
+            t_working_set=t_ws,  # the working-set LP is a relaxation: its optimum bounds the full LP's from above
         )
         t_rule = float(margins.min())  # this rule's margin over all rows: a lower bound
         log.debug("robust LP round %d: %d expressions, t=%.6g, rule's margin %.6g, %d rows below", rounds, len(S), t_ws, t_rule, len(fresh))

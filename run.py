@@ -8,6 +8,9 @@ from omegaconf import DictConfig
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from hardlinear.threads import size_native_pools
+
+    size_native_pools(cfg.get("threads"))  # before torch loads: the pools' size changes the rounding
     from hardlinear.harness import run, run_in_sweep
 
     hc = HydraConfig.get()

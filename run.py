@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 def main(cfg: DictConfig) -> None:
     from hardlinear.threads import size_native_pools
 
-    size_native_pools(cfg.get("threads"))  # before torch loads: the pools' size changes the rounding
+    size_native_pools(cfg.get("threads"))  # before numpy and torch load: pool sizes change rounding
     from hardlinear.harness import run, run_in_sweep
 
     hc = HydraConfig.get()

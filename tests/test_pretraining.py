@@ -1,10 +1,10 @@
 """Why pre-training matters on dcopf_30 (docs/reproduction.md, "Claims of the paper"): a plateau of the blend.
 
-case30 has two generators that can move (the other four are synchronous condensers, ``pmax = pmin = 0``). A task output that puts the expensive one above its upper limit is blended back
-onto that limit, and the cheap one supplies the rest of the fixed demand: the output's objective is then the
-same for every such task output, and its gradient with respect to the task output is exactly zero. A network
-initialised there never leaves (seeds 1 and 2 of the pre-training table stall at 11.4 %); pre-training to the
-safe output starts it inside the feasible set instead.
+case30 has two generators that can move (the other four are synchronous condensers, ``pmax = pmin = 0``). A
+task output that puts the expensive one above its upper limit is blended back onto that limit, and the cheap one
+supplies the rest of the fixed demand: the output's objective is then the same for every such task output, and its
+gradient with respect to the task output is exactly zero. A network initialised there never leaves (seeds 1 and 2
+of the pre-training table stall at 11.4 %); pre-training to the safe output starts it inside the feasible set.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def test_dcopf_30_expensive_generator_over_its_limit_is_a_zero_gradient_plateau(
     y_sn = rule(xi).detach()
 
     def blended(push: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The layer's output, its objective, alpha and the gradient of its mean objective for the safe output moved by ``push``
-        on the expensive generator (the equality projection rebalances the rest)."""
+        """The layer's output, its objective, alpha and the gradient of the mean objective, for the safe output
+        moved by ``push`` on the expensive generator (the equality projection rebalances the rest)."""
         y_task = y_sn.clone()
         y_task[:, expensive] += push
         y_task.requires_grad_(True)

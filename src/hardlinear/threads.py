@@ -33,8 +33,8 @@ def size_native_pools(threads: int) -> None:
     if "numpy" in sys.modules or "torch" in sys.modules:
         if _sized_with is None and not all(name in os.environ for name in POOL_VARIABLES):
             warnings.warn(
-                f"numpy or torch was imported before the thread pools were sized from threads={threads}: figures may differ "
-                "in the last bits from a run started with OMP_NUM_THREADS set",
+                f"numpy or torch was imported before the thread pools were sized from threads={threads}: figures "
+                "may differ in the last bits from a run started with OMP_NUM_THREADS set",
                 stacklevel=2,
             )
         return

@@ -50,7 +50,6 @@ def test_sized_pools_give_the_one_core_projector_on_every_core():
 def test_an_exported_value_is_kept_and_a_late_call_warns(monkeypatch):
     import hardlinear.threads as threads
 
-    monkeypatch.setattr(threads, "_sized_with", None)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     with pytest.warns(UserWarning, match="was imported before the thread pools were sized"):

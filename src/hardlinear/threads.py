@@ -17,7 +17,6 @@ import sys
 import warnings
 
 POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-_sized_with: int | None = None  # the first call's `threads` (later jobs of a sweep share its pools)
 
 
 def size_native_pools(threads: int) -> None:
@@ -26,12 +25,12 @@ def size_native_pools(threads: int) -> None:
 
     Effective only before numpy and torch are imported: called first after that, it warns that the pools kept the
     size the import gave them. A value the user exported is kept (a cluster's job script may set it on purpose).
+    Later jobs of a sweep find every variable set (by the first job) and pass silently.
     """
-    global _sized_with
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         return  # the config validation reports a bad `threads` with the other config errors
     if "numpy" in sys.modules or "torch" in sys.modules:
-        if _sized_with is None and not all(name in os.environ for name in POOL_VARIABLES):
+        if not all(name in os.environ for name in POOL_VARIABLES):
             warnings.warn(
                 f"numpy or torch was imported before the thread pools were sized from threads={threads}: figures "
                 "may differ in the last bits from a run started with OMP_NUM_THREADS set",
@@ -40,4 +39,3 @@ def size_native_pools(threads: int) -> None:
         return
     for name in POOL_VARIABLES:
         os.environ.setdefault(name, str(threads))
-    _sized_with = threads

@@ -1,6 +1,10 @@
 """Provenance of a committed results CSV: code versions, dates, machine, device, packages, run time.
 
     python scripts/provenance.py --results results/paper/runs.csv --out results/paper/provenance.json
+
+A results CSV grows over many sessions, each on a fresh install, so ``packages`` (this snapshot's) need not be
+what older rows ran with: ``packages_seen`` and ``machines_seen`` keep every version and machine recorded by
+this or an earlier snapshot of the same file (read from the previous ``--out``).
 """
 
 import argparse
@@ -26,6 +30,14 @@ def version(name: str) -> str:
         return "not installed"
 
 
+def union_seen(previous: dict[str, list[str]] | None, current: dict[str, str]) -> dict[str, list[str]]:
+    """Every value seen per key: ``previous`` (key -> values of earlier snapshots) plus ``current``, sorted."""
+    seen = {key: set(values) for key, values in (previous or {}).items()}
+    for key, value in current.items():
+        seen.setdefault(key, set()).add(value)
+    return {key: sorted(values) for key, values in sorted(seen.items())}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default="results/paper/runs.csv")
@@ -36,6 +48,13 @@ def main() -> int:
     skipped = pd.read_csv(skipped_path) if skipped_path.exists() else pd.DataFrame()
     seconds = sum(float(df[c].fillna(0).sum()) for c in ("train/time_s", "offline/time_s", "data/val_build_s", "data/test_build_s") if c in df)
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out = Path(args.out)
+    earlier = json.loads(out.read_text()) if out.is_file() else {}
+    packages = {name: version(name) for name in PACKAGES}
+    machine = {"platform": platform.platform(), "cpu": cpu_model(), "python": platform.python_version()}
+    # The first snapshot written before these keys existed still names its packages and machine.
+    earlier_packages = earlier.get("packages_seen") or {k: [v] for k, v in earlier.get("packages", {}).items()}
+    earlier_machines = earlier.get("machines_seen") or {k: [v] for k, v in earlier.get("machine", {}).items()}
     record = {
         "results": args.results,
         "rows": int(len(df)),
@@ -45,14 +64,17 @@ def main() -> int:
         "first_run_utc": str(df["timestamp"].min()),
         "last_run_utc": str(df["timestamp"].max()),
         "devices": sorted(df["device"].astype(str).unique().tolist()),
-        "machine": {"platform": platform.platform(), "cpu": cpu_model(), "python": platform.python_version()},
-        "packages": {name: version(name) for name in PACKAGES},
+        "machine": machine,
+        "machines_seen": union_seen(earlier_machines, machine),
+        "packages": packages,
+        "packages_seen": union_seen(earlier_packages, packages),
         "train_offline_and_data_seconds": round(seconds, 1),
         "note": "seconds = the sum over rows of training, offline (decision rule) and dataset-building time; "
-                "evaluation and process start-up are not in it",
+                "evaluation and process start-up are not in it. machine/packages: this snapshot's environment; "
+                "*_seen: every value of this and earlier snapshots (rows are not tagged with their versions)",
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     return 0
 

@@ -25,3 +25,19 @@ def paper_data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"the paper's data is not available here (looked for {path})")
     return path
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Import a module of ``scripts/`` by name (the folder is not a package): ``load_script("provenance")``."""
+    import importlib.util
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"scripts_{name}", scripts / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,15 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_provenance():
-    spec = importlib.util.spec_from_file_location("provenance_script", ROOT / "scripts" / "provenance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_union_keeps_earlier_versions_and_adds_new_keys():
-    union_seen = _load_provenance().union_seen
+def test_union_keeps_earlier_versions_and_adds_new_keys(load_script):
+    union_seen = load_script("provenance").union_seen
     seen = union_seen({"highspy": ["1.15.1"], "torch": ["2.13.0+cpu"]}, {"highspy": "1.16.0", "torch": "2.13.0+cpu", "osqp": "1.1.3"})
     assert seen == {"highspy": ["1.15.1", "1.16.0"], "osqp": ["1.1.3"], "torch": ["2.13.0+cpu"]}
     assert union_seen(None, {"a": "1"}) == {"a": ["1"]}

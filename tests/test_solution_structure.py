@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def structure():
-    spec = importlib.util.spec_from_file_location("solution_structure", ROOT / "scripts" / "solution_structure.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.structure
+def structure(load_script):
+    return load_script("solution_structure").structure
 
 
 def test_exact_optimum_passes_the_layer_and_noise_costs_the_lp_more(structure, tmp_path):

@@ -13,7 +13,10 @@ Markdown and LaTeX. How rows of the CSV become table rows:
   instance; ``max |viol|`` is the largest absolute violation over every seed and test instance (float64,
   scientific notation: feasibility is the product); a paper row without a run of ours reads "not run", with
   the reason recorded in ``.skipped.csv`` when there is one, or "rerun queued" when its rows were moved to
-  ``superseded.csv`` (scripts/supersede.py) and not yet rerun.
+  ``superseded.csv`` (scripts/supersede.py) and not yet rerun;
+* a mean over seeds can hide seeds that landed in different places (one feasible at 18 %, two infeasible at
+  -9 % average to 0.2 %): when the per-seed gaps spread wider than ``SEED_SPREAD_POINTS`` and
+  ``SEED_SPREAD_SHARE`` of the largest, the gap cell is marked with a dagger and the block's notes give every seed's gap.
 """
 
 from __future__ import annotations
@@ -262,6 +265,32 @@ MAIN_METRICS = (
     "test/gap_mean", "test/gap_worst", "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean",
     "test/ineq_viol_worst", "test/time_ms", "test/iterations", "test/max_abs_viol",
 )
+SEED_SPREAD_POINTS = 1.0
+"""Per-seed mean gaps spreading wider than this many points (and ``SEED_SPREAD_SHARE``) mark the row's gap cell."""
+SEED_SPREAD_SHARE = 0.25
+"""... and wider than this share of the largest |per-seed gap|, so rows with large gaps of one sign are not marked."""
+SEED_SPREAD_MARK = "†"
+"""A dagger: plain in Markdown, ``\\dag{}`` in LaTeX (``_TEX_SPECIAL``)."""
+
+
+def seed_gaps_disagree(gaps: Sequence[float]) -> bool:
+    """Whether per-seed mean gaps spread so widely that their mean would mislead (see ``SEED_SPREAD_POINTS``)."""
+    finite = [g for g in gaps if not math.isnan(g)]
+    if len(finite) < 2:
+        return False
+    spread = max(finite) - min(finite)
+    return spread > SEED_SPREAD_POINTS and spread > SEED_SPREAD_SHARE * max(abs(g) for g in finite)
+
+
+def _seed_spread_note(label: str, runs) -> str | None:
+    """The block note for a row whose seeds disagree: every seed's mean gap, in seed order."""
+    gaps = [_num(v) for v in runs["test/gap_mean"]] if "test/gap_mean" in runs.columns else []
+    if not seed_gaps_disagree(gaps):
+        return None
+    per_seed = ", ".join(f"{fmt(g, 2)} (seed {int(seed)})" for g, seed in zip(gaps, runs["seed"]))
+    return f"{SEED_SPREAD_MARK}{label}: seeds disagree, gap % per seed {per_seed}; the mean hides it"
+
+
 COMMON_NOTES = [
     "Gap: percent; violations: the paper's relative norms, mean(worst) over the 100 test instances, rounded to the "
     "paper's 3 decimals; max |viol|: our largest absolute constraint violation over all seeds and test instances "
@@ -345,6 +374,14 @@ def _main_row(label: str, stats: Stats | None, paper_row: paper.PaperRow | None,
     return [Cell(c) for c in cells]
 
 
+def _mark_seed_spread(row: list[Cell], label: str, runs) -> str | None:
+    """Mark ``row``'s gap cell (index 2) when its seeds disagree; the block note to add, or None."""
+    note = _seed_spread_note(label, runs) if len(runs) else None
+    if note:
+        row[2] = Cell(row[2].text + SEED_SPREAD_MARK, row[2].bold)
+    return note
+
+
 def method_order(key: RowKey) -> tuple:
     """Sort key of rows of ours: ``METHOD_ORDER``, then name, variant, pre-trained before not."""
     rank = METHOD_ORDER.index(key.method) if key.method in METHOD_ORDER else len(METHOD_ORDER)
@@ -366,7 +403,7 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
             sub = pool[(pool["objective"] == objective) & (pool["form"] == form)]
             has_paper = bool(prow_all) and (bspec.objective is None or objective == paper_objective)
             prows = prow_all if has_paper else []
-            rows, claimed = [], set()
+            rows, claimed, spread_notes = [], set(), []
             for pr in prows:
                 key = PAPER_LABELS[pr.method]
                 claimed.add(key)
@@ -375,14 +412,17 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
                 label = pr.method if spec.label_as_paper else method_label(key)
                 stats = summarize(runs, MAIN_METRICS) if len(runs) else None
                 rows.append(_main_row(label, stats, pr, _not_run(skipped, bspec.problem, objective, key)))
+                spread_notes.append(_mark_seed_spread(rows[-1], label, runs))
             extra_keys = sorted(set(sub["_key"]) - claimed, key=method_order) if spec.extras else []
             for key in extra_keys:
                 runs = one_per_seed(of_key(sub, key), spec.name)
                 devices.update(runs["device"])
                 rows.append(_main_row(method_label(key), summarize(runs, MAIN_METRICS), None, "not run"))
+                spread_notes.append(_mark_seed_spread(rows[-1], method_label(key), runs))
+            notes = _block_notes(bspec, objective, form, paper_objective, has_paper)
             blocks.append(Block(
                 problem_title(bspec.problem, objective), _sizes(sub), paper.paper_sizes(bspec.problem),
-                _block_notes(bspec, objective, form, paper_objective, has_paper), rows,
+                notes + [n for n in spread_notes if n], rows,
             ))
     notes = list(COMMON_NOTES)
     if spec.paper == "dcopt_lp":
@@ -533,6 +573,7 @@ def render_markdown(table: Table) -> str:
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
     "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
+    "†": r"\dag{}",
 }
 
 

@@ -37,7 +37,7 @@ def _paper_number(text: str) -> float:
 def baselines(df) -> None:
     """Every row of the paper's result tables beside ours (mean over seeds; worst = mean of each seed's worst),
     flagging a gap more than 1 point above the paper's or an inequality violation above the paper's by 0.01
-    (the paper's rounding is 3 decimals)."""
+    (the paper's rounding is 3 decimals), and seeds whose gaps disagree (``tables.seed_gaps_disagree``)."""
     from hardlinear.reporting import tables as T
 
     print("| table | problem | method | seeds | gap % (ours) | gap % (paper) | ineq. viol. (ours) | ineq. viol. (paper) | iterations (ours / paper) | flag |")
@@ -63,6 +63,8 @@ def baselines(df) -> None:
                 flags.append("gap worse by > 1 point")
             if ineq > _paper_number(row.ineq_viol_mean) + 0.01:
                 flags.append("less feasible")
+            if T.seed_gaps_disagree(list(runs["test/gap_mean"])):
+                flags.append("seeds disagree: " + " / ".join(f"{g:.2f}" for g in runs["test/gap_mean"]))
             its = f"{runs['test/iterations'].mean():.0f} / {row.iterations or '-'}"
             print(f"| {name} | {row.problem} | {row.method} | {len(runs)} | {gap:.2f} ({gap_w:.2f}) | {row.gap_mean} ({row.gap_worst}) "
                   f"| {ineq:.3f} ({ineq_w:.3f}) | {row.ineq_viol_mean} ({row.ineq_viol_worst}) | {its} | {'; '.join(flags)} |")

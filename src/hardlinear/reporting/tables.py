@@ -282,15 +282,6 @@ def seed_gaps_disagree(gaps: Sequence[float]) -> bool:
     return spread > SEED_SPREAD_POINTS and spread > SEED_SPREAD_SHARE * max(abs(g) for g in finite)
 
 
-def _seed_spread_note(label: str, runs) -> str | None:
-    """The block note for a row whose seeds disagree: every seed's mean gap, in seed order."""
-    gaps = [_num(v) for v in runs["test/gap_mean"]] if "test/gap_mean" in runs.columns else []
-    if not seed_gaps_disagree(gaps):
-        return None
-    per_seed = ", ".join(f"{fmt(g, 2)} (seed {int(seed)})" for g, seed in zip(gaps, runs["seed"]))
-    return f"{SEED_SPREAD_MARK}{label}: seeds disagree, gap % per seed {per_seed}; the mean hides it"
-
-
 COMMON_NOTES = [
     "Gap: percent; violations: the paper's relative norms, mean(worst) over the 100 test instances, rounded to the "
     "paper's 3 decimals; max |viol|: our largest absolute constraint violation over all seeds and test instances "
@@ -375,11 +366,13 @@ def _main_row(label: str, stats: Stats | None, paper_row: paper.PaperRow | None,
 
 
 def _mark_seed_spread(row: list[Cell], label: str, runs) -> str | None:
-    """Mark ``row``'s gap cell (index 2) when its seeds disagree; the block note to add, or None."""
-    note = _seed_spread_note(label, runs) if len(runs) else None
-    if note:
-        row[2] = Cell(row[2].text + SEED_SPREAD_MARK, row[2].bold)
-    return note
+    """Dagger ``row``'s gap cell (index 2) when its seeds disagree; the block note giving every seed's gap, or None."""
+    gaps = [_num(v) for v in runs["test/gap_mean"]] if "test/gap_mean" in runs.columns else []
+    if not seed_gaps_disagree(gaps):
+        return None
+    row[2] = Cell(row[2].text + SEED_SPREAD_MARK, row[2].bold)
+    per_seed = ", ".join(f"{fmt(g, 2)} (seed {int(seed)})" for g, seed in zip(gaps, runs["seed"]))
+    return f"{SEED_SPREAD_MARK}{label}: seeds disagree, gap % per seed {per_seed}; the mean hides it"
 
 
 def method_order(key: RowKey) -> tuple:
@@ -419,10 +412,9 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
                 devices.update(runs["device"])
                 rows.append(_main_row(method_label(key), summarize(runs, MAIN_METRICS), None, "not run"))
                 spread_notes.append(_mark_seed_spread(rows[-1], method_label(key), runs))
-            notes = _block_notes(bspec, objective, form, paper_objective, has_paper)
             blocks.append(Block(
                 problem_title(bspec.problem, objective), _sizes(sub), paper.paper_sizes(bspec.problem),
-                notes + [n for n in spread_notes if n], rows,
+                _block_notes(bspec, objective, form, paper_objective, has_paper) + [n for n in spread_notes if n], rows,
             ))
     notes = list(COMMON_NOTES)
     if spec.paper == "dcopt_lp":

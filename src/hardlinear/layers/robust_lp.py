@@ -274,8 +274,9 @@ def _solve_highs(lp: dict[str, Any], threads: int, method: str = "ipx") -> tuple
     model.row_upper_ = np.concatenate([lp["beq"], lp["bin"]])
     model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = A.indptr, A.indices, A.data
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    from hardlinear.solvers.highs import quiet_highs
+
+    h = quiet_highs()
     h.setOptionValue("solver", method)
     if method == "ipx":
         h.setOptionValue("run_crossover", "off")

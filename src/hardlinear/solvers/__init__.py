@@ -69,7 +69,8 @@ def solve_batch(
     backend = make_solver(problem, name, **options)
     lhs_varies = problem.compact.input_dependent_lhs
     results: list[SolveResult] = []
-    for i in tqdm(range(len(xi_np)), desc=f"{problem.name}: {name}", disable=not progress, leave=False):
+    # disable=None: no bar when the output is not a terminal (a log file of a sweep or a SLURM job)
+    for i in tqdm(range(len(xi_np)), desc=f"{problem.name}: {name}", disable=None if progress else True, leave=False):
         G, g, H, h = problem.compact.instance(xi_np[i])
         ws = None if warm_start is None else warm_start[i, : problem.n_orig]
         results.append(backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=ws))

@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult
+
+_BANNER_SILENCED = False
+
+
+def quiet_highs():
+    """A ``highspy.Highs`` with ``output_flag`` off. Why: HiGHS prints its copyright banner to the C-level
+    stdout when the first instance of a process is built, before any option can be set, so every data build
+    and every sweep job would print it; the first construction runs with file descriptor 1 pointed at
+    /dev/null (later ones print nothing anyway)."""
+    global _BANNER_SILENCED
+    import highspy
+
+    if _BANNER_SILENCED:
+        h = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        try:
+            h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)
+        _BANNER_SILENCED = True
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 class HighsSolver(QPSolver):
@@ -24,8 +53,7 @@ class HighsSolver(QPSolver):
 
     def _build(self, G: sp.csr_matrix, H: sp.csr_matrix) -> None:
         hs = self._hs
-        h = hs.Highs()
-        h.setOptionValue("output_flag", False)
+        h = quiet_highs()
         h.setOptionValue("threads", 1)
         for key, value in self.options.items():
             h.setOptionValue(key, value)

@@ -129,7 +129,7 @@ def train(
     val_xi, val_y = val.xi.to(ctx.device, ctx.dtype), val.y.to(ctx.device, ctx.dtype)
     best_state = None
     t_start = time.perf_counter()
-    bar = tqdm(range(cfg.epochs), desc=f"train {method.name}", disable=not (cfg.progress and ctx.progress), leave=False)
+    bar = tqdm(range(cfg.epochs), desc=f"train {method.name}", disable=None if (cfg.progress and ctx.progress) else True, leave=False)  # None: off when not a terminal
     for epoch in bar:
         phase = "supervised" if method.supervised else ("pretrain" if has_pretrain and epoch < cfg.pretrain_epochs else "train")
         # --- training ---

@@ -44,17 +44,21 @@ data: install  ## build the validation and test sets of the paper's problems (ca
 paper: install  ## run every paper experiment (long: see README "Reproduce the paper")
 	$(PY) scripts/run_paper.py $(ARGS)
 
-paper-tables: install  ## the committed reproduction: tables, figures and provenance from results/paper/runs.csv
+paper-tables: install  ## the committed reproduction: tables, figures and provenance of the paper study (results/paper)
 	$(PY) scripts/paper_snapshot.py $(ARGS)
 
-aggregate: install  ## merge results CSVs into results/aggregated.csv
-	$(PY) scripts/aggregate.py --inputs results/runs.csv --out results/aggregated.csv
+# Selection shared by tables, figures and aggregate: RESULTS (roots: record dirs and legacy CSVs), STUDY, WHERE.
+RESULTS ?= results results/paper/runs.csv
+SELECT = --results $(RESULTS) $(if $(STUDY),--study $(STUDY)) $(if $(WHERE),--where $(WHERE))
 
-tables: install  ## the paper's tables from the results CSV (results/tables/*.md, *.tex)
-	$(PY) scripts/make_tables.py --results $(or $(RESULTS),results/runs.csv) --out $(or $(OUT),results/tables)
+aggregate: install  ## the derived results table (one row per run) -> results/aggregated.csv; STUDY=, WHERE='key=value'
+	$(PY) scripts/aggregate.py $(SELECT) --out $(or $(OUT),results/aggregated.csv)
 
-figures: install  ## figures from the results CSV (results/figures/*.png, *.pdf)
-	$(PY) scripts/make_figures.py --results $(or $(RESULTS),results/runs.csv) --out $(or $(OUT),results/figures)
+tables: install  ## the paper's tables per study -> results/tables/<study>/*.md, *.tex; STUDY=, WHERE='key=value'
+	$(PY) scripts/make_tables.py $(SELECT) --out $(or $(OUT),results/tables)
+
+figures: install  ## figures per study -> results/figures/<study>/*.png, *.pdf; STUDY=, WHERE='key=value'
+	$(PY) scripts/make_figures.py $(SELECT) --out $(or $(OUT),results/figures)
 
 bench: install  ## all benchmarks (long)
 	$(PY) benchmarks/run_all.py --full

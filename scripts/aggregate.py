@@ -1,26 +1,29 @@
-"""Merge results CSVs (several machines, resumed sweeps) into one tidy CSV; a run recorded twice (same
-config_hash) is kept once, the newest.
+"""The derived results table as one tidy CSV (one row per run, identity and config columns on every row),
+rebuilt from the records at any time; the same records give the same bytes.
 
-    python scripts/aggregate.py --inputs results/runs.csv other.csv --out results/aggregated.csv
+    python scripts/aggregate.py --out results/aggregated.csv
+    python scripts/aggregate.py --results results /mnt/cluster/results --study smoke --out smoke.csv
 """
 
 import argparse
 import sys
 
-from hardlinear.results import aggregate
+import _select
+
+from hardlinear.results import aggregate, parse_where
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--inputs", nargs="+", required=True, help="results CSVs to merge")
-    parser.add_argument("--out", required=True, help="merged CSV to write")
+    _select.add_arguments(parser)
+    parser.add_argument("--out", required=True, help="CSV to write")
     args = parser.parse_args()
     try:
-        merged = aggregate(args.inputs, args.out)
-    except FileNotFoundError as err:
+        merged = aggregate(args.results, args.out, study=args.study, where=parse_where(args.where))
+    except (FileNotFoundError, KeyError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(f"{len(merged)} runs from {len(args.inputs)} file(s) -> {args.out}")
+    print(f"{len(merged)} runs from {' '.join(args.results)} -> {args.out}")
     return 0
 
 

@@ -1,27 +1,41 @@
-"""Figures from the results CSV: gap against time and violations per method, per problem (PNG and PDF).
+"""Figures per study: gap against time and violations per method, per problem (PNG and PDF).
 
-    python scripts/make_figures.py --results results/runs.csv --out results/figures
+    python scripts/make_figures.py                   # every study -> results/figures/<study>/
+    python scripts/make_figures.py --study paper --out results/paper/figures-check
+
+Same selection as make_tables.py (``--results``, ``--study``, ``--where``).
 """
 
 import argparse
 import sys
+from pathlib import Path
 
-from hardlinear.reporting.figures import make_figures
+import _select
+
+from hardlinear.reporting import make_figures
+from hardlinear.reporting.tables import MixedSettings
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default="results/runs.csv", help="results CSV (default: results/runs.csv)")
-    parser.add_argument("--out", default="results/figures", help="output folder (default: results/figures)")
+    _select.add_arguments(parser)
+    parser.add_argument("--out", default="results/figures", help="output folder; one sub-folder per study (default: results/figures)")
     args = parser.parse_args()
     try:
-        written = make_figures(args.results, args.out)
-    except FileNotFoundError as err:
+        df, studies = _select.load(args)
+    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    for path in written:
-        print(path)
-    return 0
+    failed = 0
+    for study in studies:
+        try:
+            written = make_figures(df, Path(args.out) / study, study=study)
+        except MixedSettings as err:
+            print(f"error: study {study}: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"study {study}: {len(written)} files in {Path(args.out) / study}")
+    return 1 if failed or not studies else 0
 
 
 if __name__ == "__main__":

@@ -1,28 +1,45 @@
-"""The paper's five tables from the results CSV, ours beside the paper's figures (Markdown and LaTeX).
+"""The paper's five tables per study, ours beside the paper's figures (Markdown and LaTeX).
 
-    python scripts/make_tables.py --results results/runs.csv --out results/tables
+    python scripts/make_tables.py                              # every study -> results/tables/<study>/
+    python scripts/make_tables.py --study smoke                # one study
+    python scripts/make_tables.py --study default --where trainer.name=fast
+
+The runs come from the records under the results roots (``--results``; default: ``results`` and the committed
+paper study ``results/paper/runs.csv``). A table cell whose runs differ in a setting other than the seed is
+refused with the keys named: select with ``--study`` / ``--where``.
 """
 
 import argparse
 import sys
+from pathlib import Path
 
-from hardlinear.reporting.tables import make_tables
+import _select
+
+from hardlinear.reporting.tables import MixedSettings, make_tables
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default="results/runs.csv", help="results CSV (default: results/runs.csv)")
-    parser.add_argument("--out", default="results/tables", help="output folder (default: results/tables)")
-    parser.add_argument("--skipped", default=None, help="skipped-runs CSV (default: <results stem>.skipped.csv)")
+    _select.add_arguments(parser)
+    parser.add_argument("--out", default="results/tables", help="output folder; one sub-folder per study (default: results/tables)")
     args = parser.parse_args()
     try:
-        written = make_tables(args.results, args.out, skipped_csv=args.skipped)
-    except FileNotFoundError as err:
+        df, studies = _select.load(args)
+    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    for path in written.values():
-        print(path)
-    return 0
+    failed = 0
+    for study in studies:
+        try:
+            written = make_tables(df, Path(args.out) / study, study=study)
+        except MixedSettings as err:
+            print(f"error: study {study}: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"study {study}: {len(written)} files in {Path(args.out) / study}")
+    if not studies:
+        print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
+    return 1 if failed or not studies else 0
 
 
 if __name__ == "__main__":

@@ -72,10 +72,12 @@ def baselines(df) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default="results/paper/runs.csv")
+    parser.add_argument("--results", nargs="+", default=["results/paper/runs.csv", "results"], help="results roots (record dirs, legacy CSVs)")
+    parser.add_argument("--study", default="paper")
     parser.add_argument("--baselines", action="store_true", help="every paper row, not only the proposed method's")
     args = parser.parse_args()
-    df = results.load_results(args.results)
+    df = results.load_records(args.results, study=args.study)
+    df = df[df["status"].isin(["ok", ""])]
     if args.baselines:
         baselines(df)
         return 0

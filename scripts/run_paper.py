@@ -1,6 +1,6 @@
-"""Run every paper experiment (resumable: configurations already in the results CSV are skipped).
+"""Run every paper experiment as the study ``paper`` (resumable: runs already recorded in it are skipped).
 
-    python scripts/run_paper.py                       # all tables, the paper's settings -> results/paper/runs.csv
+    python scripts/run_paper.py                       # all tables, the paper's settings -> results/paper/runs/
     python scripts/run_paper.py --tables table_lp --extra hydra/launcher=joblib
     python scripts/run_paper.py --seeds 0        # one seed of every table first, then --seeds 1, --seeds 2
 """
@@ -8,6 +8,7 @@
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +26,8 @@ def has_seed_axis(experiment: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", nargs="*", default=EXPERIMENTS, choices=EXPERIMENTS)
-    parser.add_argument("--results", default="results/paper/runs.csv", help="results CSV (resumable: recorded runs are skipped)")
+    parser.add_argument("--study", default="paper", help="the study the runs belong to (resumable: its recorded runs are skipped)")
+    parser.add_argument("--runs", default="results/paper/runs", help="where the sweeps' run directories (and records) go")
     parser.add_argument("--extra", nargs="*", default=[], help="extra Hydra overrides, e.g. trainer=fast")
     parser.add_argument(
         "--seeds",
@@ -41,7 +43,8 @@ def main() -> int:
     failed = []
     for i, name in enumerate(args.tables, 1):
         print(f"=== [{i}/{len(args.tables)}] experiment {name} ===", flush=True)
-        overrides = [f"+experiment={name}", f"results_csv={args.results}", *args.extra]
+        sweep_dir = f"{args.runs}/{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        overrides = [f"+experiment={name}", f"study={args.study}", f"hydra.sweep.dir={sweep_dir}", *args.extra]
         if args.seeds is not None and has_seed_axis(name):
             overrides.append(f"seed={args.seeds}")
         code = subprocess.call([sys.executable, "run.py", *overrides], cwd=ROOT)

@@ -120,7 +120,9 @@ BAD = [
     (["device=gpu"], "device must be cpu, cuda or cuda:N; got 'gpu'"),
     (["dtype=float16"], "dtype must be one of float32, float64; got 'float16'"),
     (["threads=0"], "threads must be >= 1; got 0"),
-    (["results_csv=null"], "results_csv must be a string; got null"),
+    (["results_dir=null"], "results_dir must be a string; got null"),
+    (["rerun=maybe"], "rerun must be a bool"),
+    (["eval.diverged_gap=0"], "eval.diverged_gap must be > 0; got 0"),
     (["data.val_size=0"], "data.val_size must be >= 1; got 0"),
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
     (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi; got 'cplex'"),
@@ -185,7 +187,7 @@ def test_cli_fails_fast_before_building_data(tmp_path):
         "+problem.foo=1",
         "trainer=fast",
         f"cache_dir={cache}",
-        f"results_csv={runs / 'runs.csv'}",
+        f"results_dir={runs}",
         f"hydra.run.dir={runs / 'run'}",
     ]
     out = subprocess.run(
@@ -194,4 +196,4 @@ def test_cli_fails_fast_before_building_data(tmp_path):
     assert out.returncode != 0
     assert "problem has no option 'foo'" in out.stderr + out.stdout
     assert not cache.exists() or not any(cache.rglob("*")), "a dataset was built before validation failed"
-    assert not (runs / "runs.csv").exists()
+    assert not list(runs.rglob("record.json"))

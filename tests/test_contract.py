@@ -4,7 +4,6 @@
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -42,20 +41,19 @@ def workdir(tmp_path_factory):
 def test_every_method_config_writes_a_full_row(workdir, method, problem):
     if "gurobi" in method and not gurobi_usable():
         pytest.skip("gurobipy or its licence is not available here")
-    csv = workdir / "runs.csv"
     overrides = [
         f"problem={problem}", f"method={method}", "trainer=fast", "progress=false",
         "data.val_size=16", "data.test_size=16", "eval.throughput_batch=64", "eval.warmup=1",
-        f"cache_dir={workdir / 'cache'}", f"results_csv={csv}",
+        f"cache_dir={workdir / 'cache'}", f"results_dir={workdir}",
     ]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     run_dir = workdir / f"{problem}-{method}"
     row = harness.run(cfg, run_dir)
-    assert row is not None, f"{problem}/{method} was skipped: see {results.skipped_path(csv)}"
+    assert row is not None, f"{problem}/{method} was skipped: see {run_dir / 'record.json'}"
 
-    # the row on disk has every schema column, and it is this run's
-    table = pd.read_csv(csv)
+    # the record on disk has every schema column, and it is this run's
+    table = results.load_records(workdir)
     assert set(results.COLUMNS) <= set(table.columns)
     mine = table[table["config_hash"] == row["config_hash"]]
     assert len(mine) == 1 and mine.iloc[0]["status"] == "ok"

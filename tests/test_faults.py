@@ -1,11 +1,12 @@
 """Faults: what happens when things go wrong offline, mid-run or in the caches.
 
 * an infeasible reference solve: a one-line error naming the problem, nothing left in the dataset cache;
-* a run killed with SIGKILL mid-training: no results row, no metrics.json; the same command then records one;
-* a NaN or infinite loss: TrainingDiverged naming the epoch and the best checkpoint so far; nothing recorded;
+* a run killed with SIGKILL mid-training: no record, no metrics.json; the same command then records one;
+* a NaN or infinite loss: TrainingDiverged naming the epoch and the best checkpoint so far; the run is recorded
+  ``diverged`` with that reason (and resume does not redo it);
 * decision-rule caches beyond test_decision_rules (truncated / edited / garbage LP rule): another problem's
   valid file under this name, a truncated SDP rule, a temp file left by a killed write;
-* a missing gurobipy and a licence that refuses the model: one SKIPPED line, a skip record, no results row
+* a missing gurobipy and a licence that refuses the model: one SKIPPED line, a ``skipped`` record, no metrics
   (test_baselines checks that SolverUnavailable is raised; here, what the run makes of it).
 """
 
@@ -49,7 +50,7 @@ def compose_cfg(tmp_path: Path, *overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(
             config_name="config",
-            overrides=[*SMALL_DATA, f"cache_dir={tmp_path / 'cache'}", f"results_csv={tmp_path / 'runs.csv'}", *overrides],
+            overrides=[*SMALL_DATA, f"cache_dir={tmp_path / 'cache'}", f"results_dir={tmp_path}", *overrides],
         )
 
 
@@ -83,10 +84,10 @@ def test_infeasible_reference_solve_is_one_clear_line_and_leaves_no_cache(tmp_pa
 
 # --- (b) a run killed mid-training ---------------------------------------------------------------------------
 def test_sigkill_mid_training_records_nothing_and_the_rerun_records_one_row(tmp_path):
-    run_dir, csv = tmp_path / "run", tmp_path / "runs.csv"
+    run_dir = tmp_path / "run"
     cmd = [
         sys.executable, "run.py", "problem=dcopf_14", "method=penalty", "trainer=fast", "trainer.epochs=400",
-        "trainer.pretrain_epochs=0", *SMALL_DATA, f"cache_dir={tmp_path / 'cache'}", f"results_csv={csv}",
+        "trainer.pretrain_epochs=0", *SMALL_DATA, f"cache_dir={tmp_path / 'cache'}", f"results_dir={tmp_path}",
         f"hydra.run.dir={run_dir}",
         # cheaper epochs (a few seconds of training in all): the validation loss is still logged every epoch
         "trainer.batches_per_epoch=2", "trainer.val_every=100", "network.hidden=32",
@@ -108,13 +109,12 @@ def test_sigkill_mid_training_records_nothing_and_the_rerun_records_one_row(tmp_
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert 3 <= logged() < 400  # killed mid-training
-    assert not (run_dir / "metrics.json").exists()
-    assert not csv.exists() or results.load_results(csv).empty
-    assert not results.skipped_path(csv).exists()  # a kill is not a skip
+    assert not (run_dir / "metrics.json").exists() and not (run_dir / "record.json").exists()
+    assert results.load_records(tmp_path).empty  # a kill is neither a result nor a skip
 
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-2000:]
-    table = results.load_results(csv)
+    table = results.load_records(tmp_path)
     assert len(table) == 1 and table["status"].iloc[0] == "ok" and table["run_dir"].iloc[0] == str(run_dir)
     assert (run_dir / "metrics.json").is_file()
     logged_epochs = [int(line.split(",")[0]) for line in epochs.read_text().splitlines()[1:]]
@@ -170,18 +170,30 @@ def test_nan_loss_raises_training_diverged_naming_epoch_and_checkpoint(tmp_path,
     assert f"the best checkpoint so far is from epoch {best}" in message
 
 
-def test_diverging_run_records_nothing_and_a_sweep_records_why(tmp_path):
-    """A learning rate of 1e30 overflows the network in its first steps: the run stops with TrainingDiverged
-    and leaves no row and no metrics.json; in a sweep the run is recorded as skipped with that reason."""
+def test_diverging_runs_are_recorded_as_diverged(tmp_path, capfd):
+    """A learning rate of 1e30 overflows the network in its first steps: TrainingDiverged, recorded as
+    ``diverged`` with the reason, loudly; resume counts it as done, and rerun=true runs it again."""
     cfg = compose_cfg(tmp_path, "problem=dcopf_14", "method=penalty", "trainer=fast", "trainer.lr=1e30")
-    run_dir = tmp_path / "run"
-    with pytest.raises(TrainingDiverged, match=r"penalty: loss is (nan|inf) at epoch \d+"):
-        harness.run(cfg, run_dir)
-    assert not (run_dir / "metrics.json").exists() and not (tmp_path / "runs.csv").exists()
-    assert harness.run_in_sweep(cfg, tmp_path / "sweep-run") is None
-    skipped = results.load_skipped(tmp_path / "runs.csv")
-    assert len(skipped) == 1 and skipped["reason"].iloc[0].startswith("TrainingDiverged: penalty: loss is")
-    assert not (tmp_path / "runs.csv").exists()
+    row = harness.run(cfg, tmp_path / "run")
+    assert row["status"] == "diverged"
+    table = results.load_records(tmp_path)
+    assert table["status"].tolist() == ["diverged"] and table["reason"].iloc[0].startswith("TrainingDiverged: penalty: loss is")
+    assert "DIVERGED dcopf_14/penalty" in capfd.readouterr().err
+    assert harness.run_in_sweep(cfg, tmp_path / "sweep-run") is None  # already recorded
+    assert "add rerun=true to run it again" in capfd.readouterr().out
+    again = compose_cfg(tmp_path, "problem=dcopf_14", "method=penalty", "trainer=fast", "trainer.lr=1e30", "rerun=true")
+    assert harness.run(again, tmp_path / "rerun")["status"] == "diverged"
+    assert len(results.load_records(tmp_path, all_runs=True)) == 2
+
+
+def test_huge_but_finite_metrics_are_recorded_as_diverged(tmp_path):
+    """A run whose test gap exceeds eval.diverged_gap is recorded ``diverged``, never ``ok`` (the bound set low
+    here so that the fast trainer's ~40 % gap crosses it)."""
+    cfg = compose_cfg(tmp_path, "problem=dcopf_14", "method=penalty", "trainer=fast", "eval.diverged_gap=1e-3")
+    row = harness.run(cfg, tmp_path / "run")
+    assert row["status"] == "diverged"
+    reason = results.load_records(tmp_path)["reason"].iloc[0]
+    assert "beyond eval.diverged_gap=0.001" in reason
 
 
 # --- (d) decision-rule caches ----------------------------------------------------------------------------------
@@ -232,9 +244,10 @@ def assert_one_skip_line(capfd, tmp_path: Path, run_dir: Path, needle: str) -> s
     lines = [line for line in err.splitlines() if "SKIPPED" in line]
     assert len(lines) == 1 and needle in lines[0], err[-2000:]
     assert "Traceback" not in err
-    skipped = results.load_skipped(tmp_path / "runs.csv")
-    assert len(skipped) == 1 and "\n" not in skipped["reason"].iloc[0] and needle in skipped["reason"].iloc[0]
-    assert not (tmp_path / "runs.csv").exists() and not (run_dir / "metrics.json").exists()
+    skipped = results.load_records(tmp_path)
+    assert skipped["status"].tolist() == ["skipped"]
+    assert "\n" not in skipped["reason"].iloc[0] and needle in skipped["reason"].iloc[0]
+    assert skipped["test/gap_mean"].isna().all() and not (run_dir / "metrics.json").exists()
     return lines[0]
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hardlinear import results
+
 ROOT = Path(__file__).resolve().parents[1]
 # A cheap method that needs no decision rule: the soft-penalty network, smoke-trained.
 BASE = ["problem=dcopf_14", "method=penalty", "trainer=fast", "eval.throughput_batch=256", "progress=false", "data.val_size=16", "data.test_size=16"]
@@ -18,14 +20,14 @@ BASE = ["problem=dcopf_14", "method=penalty", "trainer=fast", "eval.throughput_b
 def sweep_cmd(tmp_path: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "run.py", "-m", *BASE,
-        f"results_csv={tmp_path / 'runs.csv'}", f"cache_dir={tmp_path / 'cache'}",
+        f"results_dir={tmp_path}", f"cache_dir={tmp_path / 'cache'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}", *extra,
     ]
 
 
 def rows(tmp_path: Path) -> pd.DataFrame:
-    path = tmp_path / "runs.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["seed", "config_hash"])
+    """Every record of the sweep (all runs, so that a run recorded twice would show)."""
+    return results.load_records(tmp_path, all_runs=True, quiet=True)
 
 
 def test_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
@@ -43,9 +45,9 @@ def test_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     after = rows(tmp_path)
     assert sorted(after["seed"].tolist()) == [0, 1, 2, 3]
-    assert after["config_hash"].is_unique
-    assert "already recorded" in done.stdout  # the finished runs were skipped, not redone
-    assert set(before["config_hash"]) <= set(after["config_hash"])
+    assert after["identity"].is_unique
+    assert "already recorded" in done.stdout and "rerun=true" in done.stdout  # skipped, not redone; the override named
+    assert set(before["identity"]) <= set(after["identity"])
 
 
 @pytest.mark.parametrize("launcher", ["submitit_local", pytest.param("joblib", marks=pytest.mark.slow)])
@@ -57,6 +59,8 @@ def test_parallel_launchers_record_every_run(tmp_path, launcher):
     got = rows(tmp_path)
     assert sorted(got["seed"].tolist()) == [0, 1]
     assert (got["status"] == "ok").all()
+    # the parent's summary counts the records the parallel jobs wrote
+    assert "sweep finished" in done.stdout and "2 of 2 runs recorded" in done.stdout and "ok 2" in done.stdout
 
 
 def test_sweep_count_lets_the_command_line_win_over_the_experiment():

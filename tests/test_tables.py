@@ -1,4 +1,5 @@
-"""Tables and figures are pure functions of a results CSV: values, "not run", determinism, files."""
+"""Tables and figures are pure functions of the results records: values, "not run", "diverged", "not
+applicable", settings never mixed, determinism, files."""
 
 from __future__ import annotations
 
@@ -38,9 +39,32 @@ def _row(problem, objective, method, seed, experiment, variant="", pretrain=100,
     return base
 
 
+def write_runs(root, rows, study="t"):
+    """Each row as the record of one run under ``root`` (its config: the settings the row's cell shares)."""
+    for i, r in enumerate(rows):
+        config = {"seed": r["seed"], "problem": {"name": r["problem"]}, "method": {"name": r["method"], "penalty": r["penalty"]},
+                  "trainer": {"lr": r.pop("lr", 0.001)}}
+        reason = r.pop("reason", "")
+        results.write_record(root / f"run{i}", {"identity": r["config_hash"], "study": study, "status": r["status"],
+                                                "reason": reason, "row": r, "config": config})
+    return root
+
+
+def write_legacy_csv(path, rows):
+    """A results CSV of the old store (read-only input of the loader)."""
+    import csv
+
+    columns = list(dict.fromkeys(list(results.COLUMNS) + [k for r in rows for k in r]))
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
 @pytest.fixture
 def results_csv(tmp_path):
-    path = tmp_path / "runs.csv"
+    """A results root of records (the name is historical)."""
     rows = [
         _row("dcopf_118", "lp", "proposed", s, "table_lp", **{"test/gap_mean": g, "test/gap_worst": w, "test/max_abs_viol": 1e-16 * (s + 1)})
         for s, g, w in PROPOSED_118_LP
@@ -63,11 +87,9 @@ def results_csv(tmp_path):
             "dcopf_14", "lp", "dc3", 0, "penalty_selection", penalty=penalty, penalty_tag=penalty,
             **{"val/gap_mean": val_gap, "val/gap_worst": 2 * val_gap, "val/ineq_viol_mean": val_ineq, "val/ineq_viol_worst": 2 * val_ineq},
         ))
-    for r in rows:
-        results.append_row(path, r)
     skip = {k: v for k, v in _row("dcopf_118", "qp", "optimizer", 0, "table_qp_main", variant="gurobi").items() if k in results.IDENTITY_COLUMNS}
-    results.record_skip(path, skip, "gurobi licence refuses the model")
-    return path
+    rows.append({**skip, "status": "skipped", "reason": "gurobi licence refuses the model"})
+    return write_runs(tmp_path / "records", rows)
 
 
 def _block(md: str, heading: str) -> dict[str, list[str]]:
@@ -98,15 +120,45 @@ def test_paper_reference_is_packaged():
     assert grid.grid == ("0", "0.5", "5") and grid.selected == "0.5"
 
 
-def test_superseded_rows_say_their_rerun_is_queued(results_csv, tmp_path):
-    """A paper row whose runs were moved to superseded.csv (scripts/supersede.py) reads "not run: rerun
-    queued ...", not a bare "not run"."""
-    moved = _row("dcopf_118", "lp", "apm", 0, "table_lp", superseded_reason="APM retrained")
-    results.append_row(results_csv.parent / "superseded.csv", moved)
-    lp = make_tables(results_csv, tmp_path / "tables")["table_lp.md"].read_text()
+def test_superseded_rows_say_their_rerun_is_queued(tmp_path):
+    """Legacy CSV: a paper row whose runs were moved to superseded.csv (scripts/supersede.py) reads "not run:
+    rerun queued ...", not a bare "not run"."""
+    (tmp_path / "paper").mkdir()
+    csv_path = write_legacy_csv(tmp_path / "paper" / "runs.csv", [_row("dcopf_118", "lp", "dc3", 0, "table_lp")])
+    write_legacy_csv(tmp_path / "paper" / "superseded.csv", [_row("dcopf_118", "lp", "apm", 0, "table_lp", superseded_reason="APM retrained")])
+    lp = make_tables(csv_path, tmp_path / "tables", study="paper")["table_lp.md"].read_text()
     rows = _block(lp, "DC-OPF (LP) 118-bus system")
     assert rows["APM"][2] == "not run: rerun queued (its earlier rows are in superseded.csv)"
     assert rows["DC3"][2] != rows["APM"][2]
+
+
+def test_diverged_and_not_applicable_rows_are_never_normal_rows(tmp_path):
+    rows = [
+        _row("dcopf_118", "lp", "dc3", 0, "table_lp", **{"test/gap_mean": 1.0}),
+        _row("dcopf_118", "lp", "dc3", 1, "table_lp", status="diverged", reason="test gap 3.3e+14 % beyond eval.diverged_gap=10000",
+             **{"test/gap_mean": 3.3e14}),
+        {**{k: v for k, v in _row("dcopf_118", "lp", "apm", 0, "table_lp").items() if k in results.IDENTITY_COLUMNS},
+         "status": "not_applicable", "reason": "APM needs box constraints on every variable"},
+    ]
+    lp = make_tables(write_runs(tmp_path / "r", rows), tmp_path / "tables")["table_lp.md"].read_text()
+    block = _block(lp, "DC-OPF (LP) 118-bus system")
+    assert block["DC3"][2] == "diverged (1 of 2 seeds): test gap 3.3e+14 % beyond eval.diverged_gap=10000"
+    assert block["DC3"][4] == block["DC3"][6] == block["DC3"][8] == "diverged" and "3.3e14" not in lp
+    assert block["APM"][2] == "not applicable: APM needs box constraints on every variable"
+    assert '"diverged": a run of the row' in lp
+
+
+def test_a_cell_never_mixes_settings(tmp_path):
+    """Two seeds of one row trained with different learning rates: refused, naming the key; a study or a
+    filter selects one setting."""
+    from hardlinear.reporting.tables import MixedSettings
+
+    rows = [_row("dcopf_118", "lp", "proposed", 0, "table_lp", lr=0.001), _row("dcopf_118", "lp", "proposed", 1, "table_lp", lr=1)]
+    root = write_runs(tmp_path / "r", rows)
+    with pytest.raises(MixedSettings, match=r"differ in trainer\.lr: 0\.001, 1: .*WHERE='trainer\.lr=<value>'"):
+        make_tables(root, tmp_path / "tables")
+    lp = make_tables(root, tmp_path / "tables", where={"trainer.lr": "1.0"})["table_lp.md"].read_text()
+    assert _block(lp, "DC-OPF (LP) 118-bus system")["Proposed"][1] == "1"
 
 
 def test_make_tables(results_csv, tmp_path):
@@ -164,7 +216,7 @@ def test_tables_are_deterministic(results_csv, tmp_path):
         assert path.read_bytes() == second[name].read_bytes(), name
 
 
-def test_make_tables_missing_csv(tmp_path):
+def test_make_tables_missing_results(tmp_path):
     with pytest.raises(FileNotFoundError, match="--results"):
         make_tables(tmp_path / "nope.csv", tmp_path / "out")
 
@@ -183,7 +235,7 @@ def test_make_figures(results_csv, tmp_path):
 
 
 def test_committed_paper_tables_regenerate_byte_for_byte(tmp_path):
-    """`make paper-tables` is a pure function of the committed CSV: the committed tables come out identical."""
+    """`make paper-tables` is a pure function of the committed paper study: the committed tables come out identical."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "results" / "paper"
@@ -195,21 +247,16 @@ def test_committed_paper_tables_regenerate_byte_for_byte(tmp_path):
     changed = subprocess.run(["git", "status", "--porcelain", "--", str(root / "runs.csv")], capture_output=True, text=True, cwd=root)
     if changed.returncode == 0 and changed.stdout.strip():
         pytest.skip("results/paper/runs.csv has uncommitted rows (a sweep is writing it): run `make paper-tables` first")
-    make_tables(str(root / "runs.csv"), str(tmp_path))
+    make_tables([str(root / "runs.csv"), str(root)], str(tmp_path), study="paper")
     for path in committed:
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from a regeneration"
 
 
 def test_large_case_table_has_our_rows_and_no_paper_figures(tmp_path):
     """table_large has no counterpart in the paper: our rows under a PGLib block title, '-' in its columns."""
-    import csv
 
-    path = tmp_path / "runs.csv"
     rows = [_row("pglib_opf_case300_ieee", "lp", "proposed", s, "table_large", **{"test/gap_mean": 1.0 + s, "test/gap_worst": 3.0}) for s in range(2)]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    path = write_legacy_csv(tmp_path / "runs.csv", rows)  # the legacy CSV, read by the same loader
     large = make_tables(path, tmp_path / "tables")["table_large.md"].read_text()
     block = _block(large, "DC-OPF (LP) 300-bus system (PGLib pglib_opf_case300_ieee)")
     assert block["Proposed"][1] == "2" and block["Proposed"][2] == "1.50(3.00)" and block["Proposed"][3] == "-"
@@ -225,11 +272,9 @@ def test_seeds_that_disagree_are_marked_with_every_seed_gap(tmp_path):
     assert not seed_gaps_disagree([-12749.0, -11518.0, -12213.0])  # large, but a narrow share of the gap
     assert not seed_gaps_disagree([5.0, float("nan")])  # one finite seed: nothing to compare
 
-    path = tmp_path / "runs.csv"
-    for seed, gap in ((0, 18.47), (1, -9.0), (2, -9.0)):
-        results.append_row(path, _row("dcopf_118", "lp", "apm", seed, "table_lp", **{"test/gap_mean": gap}))
-    results.append_row(path, _row("dcopf_118", "lp", "proposed", 0, "table_lp", **{"test/gap_mean": 1.0}))
-    out = make_tables(path, tmp_path / "tables")
+    rows = [_row("dcopf_118", "lp", "apm", seed, "table_lp", **{"test/gap_mean": gap}) for seed, gap in ((0, 18.47), (1, -9.0), (2, -9.0))]
+    rows.append(_row("dcopf_118", "lp", "proposed", 0, "table_lp", **{"test/gap_mean": 1.0}))
+    out = make_tables(write_runs(tmp_path / "r", rows), tmp_path / "tables")
     md = out["table_lp.md"].read_text()
     rows = _block(md, "DC-OPF (LP) 118-bus system")
     assert rows["APM"][2] == "0.16(1.00)\u2020" and rows["Proposed"][2] == "1.00(1.00)"

@@ -12,6 +12,7 @@ Timing protocol:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -31,6 +32,31 @@ class EvalConfig:
     """Time only the first N test instances at batch 1 (None: all of them)."""
     throughput_batch: int = 4096
     """Batch size of the throughput measurement (0 disables it)."""
+    diverged_gap: float = 1.0e4
+    """A run whose test gap (mean or worst, in percent, absolute value) exceeds this is recorded ``diverged``."""
+    diverged_viol: float = 1.0e3
+    """... or whose worst equality or inequality violation (the paper's relative norms) exceeds this."""
+
+
+DIVERGENCE_METRICS = (
+    "test/gap_mean", "test/gap_worst", "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean", "test/ineq_viol_worst",
+)
+
+
+def divergence_reason(metrics: dict[str, float], cfg: EvalConfig) -> str | None:
+    """Why a run's test metrics are not a result (non-finite, or beyond ``cfg.diverged_gap`` /
+    ``cfg.diverged_viol``), or None when they are sane. Why: a run that blew up to huge but finite values
+    (a gap of 1e14 %) must not pass for a row of a table."""
+    bad = [k for k in DIVERGENCE_METRICS if k in metrics and not math.isfinite(float(metrics[k]))]
+    if bad:
+        return f"non-finite test metrics ({', '.join(f'{k}={metrics[k]}' for k in bad)})"
+    gap = max(abs(float(metrics.get(k, 0.0))) for k in ("test/gap_mean", "test/gap_worst"))
+    if gap > cfg.diverged_gap:
+        return f"test gap {gap:.3g} % beyond eval.diverged_gap={cfg.diverged_gap:g}"
+    viol = max(float(metrics.get(k, 0.0)) for k in ("test/eq_viol_worst", "test/ineq_viol_worst"))
+    if viol > cfg.diverged_viol:
+        return f"test violation {viol:.3g} beyond eval.diverged_viol={cfg.diverged_viol:g}"
+    return None
 
 
 def _sync(device: str) -> None:

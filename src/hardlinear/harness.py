@@ -1,9 +1,10 @@
-"""One run, from a resolved config to a results row. Only this module (and ``run.py``) sees the Hydra config.
+"""One run, from a resolved config to a record. Only this module (and ``run.py``) sees the Hydra config.
 
-Steps: build the problem, instantiate the method, skip if the same config is already recorded, build (or load)
-the validation and test sets, offline set-up (decision rule), training, evaluation, then ``metrics.json`` in
-the run directory and one appended row in the results CSV. A method that cannot run (a missing solver, a
-licence that refuses the model) is recorded as skipped, loudly, with no metrics row.
+Steps: skip if the run's identity is already recorded under ``results_dir`` (``rerun=true`` forces it), build
+the problem, instantiate the method, build (or load) the validation and test sets, offline set-up (decision
+rule), training, evaluation, then ``record.json`` (and ``metrics.json``) in the run directory. A method that
+cannot run (a missing solver, a licence that refuses the model) is recorded ``skipped``, one that does not
+apply ``not_applicable``, a run that blows up ``diverged``, an error ``failed``: loudly, each with its reason.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from hardlinear import results
 from hardlinear.data import atomic_write_bytes, build_dataset
-from hardlinear.evaluation import EvalConfig, evaluate_method
-from hardlinear.methods.base import Context, check_dtype
+from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
+from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.problems import build_problem
 from hardlinear.schemas import validate_config
 from hardlinear.solvers import SolverUnavailable
-from hardlinear.train.trainer import TrainerConfig, train
+from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
 
 log = logging.getLogger("hardlinear")
 
@@ -39,8 +40,8 @@ PROBLEM_META_KEYS = ("train",)
 def git_sha() -> str:
     """The checkout's commit, ``-dirty`` when tracked files other than ``results/`` differ from it.
 
-    Why ``results/`` is left out: a sweep appends to the committed ``results/paper/runs.csv`` while it runs,
-    which changes no code; counting it would mark every row after the first as dirty."""
+    Why ``results/`` is left out: a sweep writes records under ``results/`` while it runs, which changes no
+    code; counting it would mark every record after the first as dirty."""
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
@@ -80,52 +81,98 @@ def resolved_dict(cfg: DictConfig) -> dict:
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
-    """Execute one configured run; returns the results row, or None when skipped."""
+    """Execute one configured run and write its record; returns the results row, or None when skipped
+    because its identity is already recorded or the run has no result (solver unavailable, not applicable).
+
+    Every run that starts writes one record in ``run_dir`` (``results.write_record``): ``ok``, ``diverged``
+    (non-finite loss, or metrics beyond ``eval.diverged_*``), ``skipped``, ``not_applicable`` or ``failed``
+    (then the error is raised again)."""
     validate_config(cfg)  # before any work: bad keys, types, ranges and choices fail here
     run_dir = Path(run_dir)
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators
     dtype = check_dtype(cfg.dtype)
     config = resolved_dict(cfg)
-    chash = results.config_hash(config)
-    csv_path = str(cfg.results_csv)
-    if cfg.skip_recorded and results.is_recorded(csv_path, chash):
-        print(f"[hardlinear] skip: this configuration (hash {chash}) is already recorded in {csv_path}", flush=True)
-        return None
+    ident = results.identity(config)
+    if not cfg.rerun:
+        found = results.find_recorded(str(cfg.results_dir), ident, study=results.study_of(config))
+        if found is not None:
+            path, body = found
+            print(f"[hardlinear] skip: this configuration (identity {ident}) is already recorded in study {body['study']} (status {body['status']}) "
+                  f"in {path}; add rerun=true to run it again", flush=True)
+            return None
+    if (run_dir / results.RECORD_FILE).exists():
+        raise FileExistsError(f"{run_dir / results.RECORD_FILE} exists: records are never rewritten; give the run a new "
+                              "directory (hydra.run.dir=...) or leave Hydra's dated default")
 
-    problem = problem_from_config(cfg)
-    method = instantiate(cfg.method, _convert_="all")
-    ctx = Context(
-        cache_dir=str(cfg.cache_dir), device=str(cfg.device), dtype=dtype, seed=int(cfg.seed),
-        progress=bool(cfg.progress), network=dict(cfg.network),
-    )
-    identity = {
-        **problem.identity(),
-        "method": method.name,
-        **method.describe(),
-        "seed": int(cfg.seed),
-        "penalty": getattr(method, "penalty", ""),
-        "pretrain_epochs": int(cfg.trainer.pretrain_epochs) if getattr(method, "pretrain", True) and method.trainable else 0,
-        "experiment": str(cfg.experiment or ""),
-        "git_sha": git_sha(),
-        "device": device_name(ctx.device),
-        "dtype": cfg.dtype,
-        "run_dir": str(run_dir),
-        "config_hash": chash,
-        **problem.sizes(),
-    }
-    print(f"[hardlinear] {problem.describe()} | method={method.name} {identity['variant']} | seed={cfg.seed} | run dir {run_dir}", flush=True)
-
-    loggers = results_loggers(cfg, run_dir, config)
+    record = {"identity": ident, "study": results.study_of(config), "config": config, "provenance": provenance(str(cfg.device))}
+    identity = config_identity(cfg, run_dir, ident)
     try:
-        row = _execute(cfg, problem, method, ctx, identity, loggers, csv_path)
-    finally:
-        loggers.finish()  # also on errors: an offline W&B run is closed, not left open
+        problem = problem_from_config(cfg)
+        method = instantiate(cfg.method, _convert_="all")
+        ctx = Context(
+            cache_dir=str(cfg.cache_dir), device=str(cfg.device), dtype=dtype, seed=int(cfg.seed),
+            progress=bool(cfg.progress), network=dict(cfg.network),
+        )
+        identity.update({
+            **problem.identity(),
+            "method": method.name,
+            **method.describe(),
+            "penalty": getattr(method, "penalty", ""),
+            "pretrain_epochs": int(cfg.trainer.pretrain_epochs) if getattr(method, "pretrain", True) and method.trainable else 0,
+            "device": device_name(ctx.device),
+            **problem.sizes(),
+        })
+        print(f"[hardlinear] {problem.describe()} | method={method.name} {identity['variant']} | seed={cfg.seed} | run dir {run_dir}", flush=True)
+        loggers = results_loggers(cfg, run_dir, config)
+        try:
+            return _execute(cfg, problem, method, ctx, identity, loggers, record)
+        finally:
+            loggers.finish()  # also on errors: an offline W&B run is closed, not left open
+    except Exception as err:
+        if not (run_dir / results.RECORD_FILE).exists():  # an error after the record was written is not a failed run
+            reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            _write(run_dir, record, identity, "failed", reason)
+        raise
+
+
+def config_identity(cfg: DictConfig, run_dir: Path, ident: str) -> dict:
+    """The identity columns known from the config alone (before the problem and method are built): what a
+    record of a run that failed early still says."""
+    return {
+        "problem": str(cfg.problem.get("name", "")), "objective": str(cfg.problem.get("objective", "") or ""),
+        "form": str(cfg.problem.get("form", "") or ""), "uncertainty": cfg.problem.get("uncertainty", ""),
+        "method": str(cfg.method.get("name", "")), "variant": str(cfg.method.get("solver", "") or ""),
+        "seed": int(cfg.seed), "penalty": cfg.method.get("penalty", ""), "pretrain_epochs": int(cfg.trainer.get("pretrain_epochs", 0)),
+        "experiment": str(cfg.experiment or ""), "git_sha": git_sha(), "device": str(cfg.device), "dtype": str(cfg.dtype),
+        "run_dir": str(run_dir), "config_hash": ident,
+    }
+
+
+def provenance(device: str) -> dict:
+    """Where and with what a record was made: commit, results version, package versions, machine."""
+    import numpy
+
+    from hardlinear import __version__
+
+    return {
+        "git_sha": git_sha(), "results_version": results.RESULTS_VERSION, "hardlinear": __version__,
+        "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
+        "host": platform.node(), "cpu": cpu_model(), "device": device_name(device), "timestamp": _now(),
+    }
+
+
+def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None) -> dict:
+    """Write the run's record (``results.write_record``) and return its row."""
+    row = {**identity, "timestamp": _now(), "status": status, **(metrics or {})}
+    results.write_record(run_dir, {**record, "status": status, "reason": reason, "row": row})
     return row
 
 
-def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, loggers, csv_path: str) -> dict | None:
+def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, loggers, record: dict) -> dict | None:
     run_dir = Path(identity["run_dir"])
+    eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
+    label = f"{problem.name}/{method.name} {identity['variant']}".strip()
     try:
         # --- data: validation and test sets with reference solutions (cached) ---
         val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
@@ -140,22 +187,35 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
         fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised)
         # --- evaluation (timed on the test set) ---
-        metrics = evaluate_method(method, problem, test, ctx, EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True)))
+        metrics = evaluate_method(method, problem, test, ctx, eval_cfg)
     except SolverUnavailable as err:
         reason = str(err).splitlines()[0]
-        print(f"[hardlinear] SKIPPED {problem.name}/{method.name} {identity['variant']}: {reason}", file=sys.stderr, flush=True)
-        results.record_skip(csv_path, {**identity, "timestamp": _now()}, reason)
+        print(f"[hardlinear] SKIPPED {label}: {reason}", file=sys.stderr, flush=True)
+        _write(run_dir, record, identity, "skipped", reason)
         return None
+    except NotApplicable as err:
+        reason = " ".join(str(err).split()) or "the method does not apply to this problem"
+        print(f"[hardlinear] NOT APPLICABLE {label}: {reason}", file=sys.stderr, flush=True)
+        _write(run_dir, record, identity, "not_applicable", reason)
+        return None
+    except TrainingDiverged as err:
+        reason = f"TrainingDiverged: {str(err).splitlines()[0]}"
+        print(f"[hardlinear] DIVERGED {label}: {reason}", file=sys.stderr, flush=True)
+        return _write(run_dir, record, identity, "diverged", reason)
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
     metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())
 
-    row = {**identity, "timestamp": _now(), "status": "ok", **metrics}
-    atomic_write_bytes(run_dir / "metrics.json", json.dumps(row, indent=2, default=float).encode())
-    results.append_row(csv_path, row)
+    diverged = divergence_reason(metrics, eval_cfg)
+    status = "diverged" if diverged else "ok"
+    atomic_write_bytes(run_dir / "metrics.json", json.dumps({**identity, "status": status, **metrics}, indent=2, default=float).encode())
+    row = _write(run_dir, record, identity, status, diverged or "", metrics)
     loggers.log_final(metrics)
+    if diverged:
+        print(f"[hardlinear] DIVERGED {label}: {diverged}; recorded as status=diverged", file=sys.stderr, flush=True)
+        return row
     print(
         f"[hardlinear] done {problem.name}/{method.name}: gap {metrics['test/gap_mean']:.3f}% "
         f"(worst {metrics['test/gap_worst']:.3f}), eq {metrics['test/eq_viol_worst']:.1e}, "
@@ -182,8 +242,8 @@ def results_loggers(cfg: DictConfig, run_dir: Path, config: dict):
 
 
 def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
-    """``run`` for one job of a sweep: an error is printed with its traceback and recorded as a skipped
-    run (with the reason), so the other runs of the sweep go on."""
+    """``run`` for one job of a sweep: an error is printed with its traceback (``run`` has recorded the run as
+    ``failed`` with the reason), so the other runs of the sweep go on."""
     import traceback
 
     try:
@@ -192,11 +252,4 @@ def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
         traceback.print_exc()
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         print(f"[hardlinear] FAILED run in {run_dir}: {reason}", file=sys.stderr, flush=True)
-        identity = {
-            "problem": cfg.problem.name, "objective": cfg.problem.get("objective", ""), "form": cfg.problem.get("form", ""),
-            "method": cfg.method.get("name", ""), "variant": cfg.method.get("solver", ""), "seed": int(cfg.seed),
-            "penalty": cfg.method.get("penalty", ""), "experiment": str(cfg.experiment or ""),
-            "run_dir": str(run_dir), "config_hash": results.config_hash(resolved_dict(cfg)), "timestamp": _now(),
-        }
-        results.record_skip(str(cfg.results_csv), identity, reason)
         return None

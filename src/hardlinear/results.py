@@ -1,15 +1,26 @@
-"""The results store: one CSV row per finished run, appended safely by parallel jobs (DESIGN.md section 5).
+"""The results store: one immutable record per finished run, in its own run directory (DESIGN.md section 5).
 
-Why a plain CSV: every table and figure is a pure function of it, it merges across machines with
-``aggregate``, and a human can read it. Safety under parallel sweeps (separate processes, joblib, SLURM jobs
-on a shared filesystem) comes from a ``filelock.FileLock`` on ``<path>.lock`` around every write, and from
-writing each record as one ``os.write`` of a complete line followed by ``fsync``: a crash can at worst lose
-the record being written, never leave a half line that a later append would glue onto. String values are
-flattened to one physical line (newlines become spaces) so that one record is always one line.
+Why records and not one shared CSV: a record is written once, atomically (a temporary file in the run
+directory, ``fsync``, ``os.replace``, ``fsync`` of the directory) and never edited, so nothing is shared, no
+lock is needed, and many processes or SLURM jobs on a shared file system can finish at once. A crash, a kill
+or a full disk leaves either the whole record or no ``record.json`` at all (a stray temporary file is never
+read). The results table is *derived*: ``load_records`` reads every ``record.json`` under the roots it is
+given and returns one tidy row per run; it can be rebuilt at any time, and a file that does not parse, fails
+its checksum or is not a record is reported by path and skipped, never half-read.
 
-Columns: ``COLUMNS`` (identity, then metrics) is the single source of truth; keys a row has beyond those are
-kept in extra columns after them (the header is rewritten, atomically and under the lock, the first time a
-new key appears), never dropped. Skipped runs go to the sibling ``<stem>.skipped.csv`` with a ``reason``.
+Layout of a run directory (Hydra's run or sweep sub-directory): ``record.json`` (this module),
+``.hydra/config.yaml`` (Hydra), ``epochs.csv`` (the CSV logger), ``metrics.json`` (the metrics, a convenience
+copy), ``checkpoint.pt`` (saved models).
+
+A record (``RECORD_SCHEMA``) holds ``identity`` (``identity``), ``results_version`` (``RESULTS_VERSION``),
+``study``, ``status`` (``STATUSES``), ``reason`` (why a run is not ``ok``), ``row`` (the flat identity
+columns and metrics of the table), ``config`` (the full resolved config), ``provenance`` (git sha, versions,
+machine, time) and ``checksum`` (sha256 of the rest).
+
+The paper study committed before records existed is ``results/paper/runs.csv``; it is kept as a read-only
+input of the same loader (``read_legacy_csv``), never appended to. Why not converted into records: its rows
+carry no resolved config, and a record claims one; and the committed CSV is the file the reproduction's
+tables are checked against byte for byte.
 """
 
 from __future__ import annotations
@@ -22,199 +33,300 @@ import math
 import os
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+RESULTS_VERSION = 2
+"""Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older
+version no longer count as done, so resume reruns them. Version 1 is the CSV store of ``results/paper/runs.csv``."""
+
+RECORD_FILE = "record.json"
+RECORD_SCHEMA = "hardlinear-record/1"
+STATUSES: tuple[str, ...] = ("ok", "diverged", "skipped", "not_applicable", "failed")
+"""``ok``; ``diverged`` (non-finite loss, or metrics beyond ``eval.diverged_gap`` / ``eval.diverged_viol``);
+``skipped`` (a solver missing or its licence refusing); ``not_applicable`` (``NotApplicable`` from setup);
+``failed`` (any other error)."""
+DONE_STATUSES = frozenset({"ok", "diverged", "not_applicable"})
+"""Statuses that resume counts as done. ``skipped`` and ``failed`` are rerun: a licence may be installed and a
+bug fixed since, and neither has a result to keep."""
+DEFAULT_STUDY = "default"
+
+NON_IDENTITY_KEYS: tuple[str, ...] = (
+    "hydra", "logger", "progress", "trainer.progress", "results_dir", "rerun", "study", "experiment", "cache_dir",
+)
+"""Dotted config keys that cannot change a result and so are left out of a run's identity: Hydra's own
+bookkeeping, the logger choice, progress bars, where records are looked for (``results_dir``), the rerun flag,
+the study and experiment names (labels), and ``cache_dir`` (the caches are keyed by content and checksummed,
+so any location gives the same data). Every other key of the resolved config counts."""
+
 IDENTITY_COLUMNS: tuple[str, ...] = (
-    "problem",
-    "objective",
-    "form",
-    "uncertainty",
-    "method",
-    "variant",
-    "seed",
-    "penalty",
-    "pretrain_epochs",
-    "experiment",
-    "git_sha",
-    "device",
-    "dtype",
-    "timestamp",
-    "run_dir",
-    "config_hash",
-    "n",
-    "m_eq",
-    "m_ineq",
-    "k",
+    "problem", "objective", "form", "uncertainty", "method", "variant", "seed", "penalty", "pretrain_epochs",
+    "experiment", "git_sha", "device", "dtype", "timestamp", "run_dir", "config_hash", "n", "m_eq", "m_ineq", "k",
     "status",
 )
 METRIC_COLUMNS: tuple[str, ...] = (
-    "test/gap_mean",
-    "test/gap_worst",
-    "test/eq_viol_mean",
-    "test/eq_viol_worst",
-    "test/ineq_viol_mean",
-    "test/ineq_viol_worst",
-    "test/max_abs_viol",
-    "test/time_ms",
-    "test/throughput",
-    "test/iterations",
-    "test/alpha_one_frac",
-    "test/out_of_domain",
-    "train/time_s",
-    "offline/time_s",
-    "offline/t_star",
+    "test/gap_mean", "test/gap_worst", "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean",
+    "test/ineq_viol_worst", "test/max_abs_viol", "test/time_ms", "test/throughput", "test/iterations",
+    "test/alpha_one_frac", "test/out_of_domain", "train/time_s", "offline/time_s", "offline/t_star",
 )
 COLUMNS: tuple[str, ...] = IDENTITY_COLUMNS + METRIC_COLUMNS
-SKIP_COLUMNS: tuple[str, ...] = IDENTITY_COLUMNS + ("reason",)
-# Identity columns read back as numbers (everything else identity-like stays a string: "penalty" too, so that
-# "0.5" and "5000" print as they were configured).
+RECORD_COLUMNS: tuple[str, ...] = ("study", "identity", "results_version", "reason", "record")
+"""Columns the loader adds to every row: the study, the identity, the results version, the reason for a
+status other than ``ok``, and the path of the record (or ``legacy CSV:line``)."""
+CONFIG_PREFIX = "cfg."
+"""Config keys appear in the table as ``cfg.<dotted key>`` (``cfg.trainer.lr``) columns."""
 NUMERIC_IDENTITY: tuple[str, ...] = ("seed", "pretrain_epochs", "n", "m_eq", "m_ineq", "k")
-# Config keys that do not change a run's result: where it is recorded, how it is logged, Hydra's own bookkeeping.
-HASH_EXCLUDE: frozenset[str] = frozenset({"results_csv", "hydra", "logger", "progress"})
 
 
-# --- hashing --------------------------------------------------------------------------------------------
-def config_hash(cfg: Mapping[str, Any], exclude: Iterable[str] | None = None) -> str:
-    """Stable 16-hex-digit hash of a resolved config: sha256 of sorted-key JSON without the ``exclude`` keys.
+# --- identity -------------------------------------------------------------------------------------------
+def normalise(value: Any) -> Any:
+    """A config value in canonical form: integral floats become ints (``1.0`` -> ``1``), ``-0.0`` -> ``0``,
+    non-finite floats their names, mappings sorted; bools and strings unchanged."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return int(value) if value.is_integer() and abs(value) < 2**63 else value
+    if isinstance(value, Mapping):
+        return {str(k): normalise(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [normalise(v) for v in value]
+    return str(value)
 
-    Only top-level keys are excluded (``hydra``, ``logger``, ...): nested keys are part of the result.
-    """
-    if not isinstance(cfg, Mapping):
-        raise TypeError(f"config_hash needs a dict (OmegaConf.to_container(cfg, resolve=True)); got {type(cfg).__name__}")
-    drop = HASH_EXCLUDE if exclude is None else frozenset(exclude)
-    kept = {k: v for k, v in cfg.items() if k not in drop}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+
+def identity_config(config: Mapping[str, Any], exclude: Iterable[str] = NON_IDENTITY_KEYS) -> dict:
+    """The part of a resolved config that defines a run: ``config`` minus the dotted ``exclude`` keys,
+    normalised (``normalise``), plus ``results_version``."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"identity needs a dict (OmegaConf.to_container(cfg, resolve=True)); got {type(config).__name__}")
+    drop = {tuple(k.split(".")) for k in exclude}
+
+    def strip(node: Mapping, prefix: tuple[str, ...]) -> dict:
+        out = {}
+        for key, value in node.items():
+            path = prefix + (str(key),)
+            if path in drop:
+                continue
+            out[str(key)] = strip(value, path) if isinstance(value, Mapping) else value
+        return out
+
+    kept = normalise(strip(config, ()))
+    kept["results_version"] = RESULTS_VERSION
+    return kept
+
+
+def identity(config: Mapping[str, Any], exclude: Iterable[str] = NON_IDENTITY_KEYS) -> str:
+    """A run's identity: 16 hex digits of the sha256 of ``identity_config`` as sorted-key JSON."""
+    text = json.dumps(identity_config(config, exclude), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+config_hash = identity  # the name the tables and older code use
+
+
+def study_of(config: Mapping[str, Any]) -> str:
+    """The study a run belongs to: ``study`` when set, else ``experiment`` when set, else ``DEFAULT_STUDY``."""
+    for key in ("study", "experiment"):
+        value = config.get(key)
+        if value not in (None, ""):
+            return str(value)
+    return DEFAULT_STUDY
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"trainer": {"lr": 1e-3}}`` -> ``{"trainer.lr": 0.001}``; lists become JSON text."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(normalise(list(value)))
+        else:
+            out[name] = normalise(value)
+    return out
+
+
 # --- writing --------------------------------------------------------------------------------------------
-def skipped_path(path: str | os.PathLike) -> Path:
-    """``results/runs.csv`` -> ``results/runs.skipped.csv``."""
-    p = Path(path)
-    return p.with_name(f"{p.stem}.skipped{p.suffix or '.csv'}")
+def _checksum(body: Mapping[str, Any]) -> str:
+    text = json.dumps({k: v for k, v in body.items() if k != "checksum"}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def append_row(path: str | os.PathLike, row: Mapping[str, Any]) -> None:
-    """Append one run record to the results CSV at ``path`` (created with its header when new or empty)."""
-    _append(Path(path), dict(row), COLUMNS)
-
-
-def record_skip(path: str | os.PathLike, row: Mapping[str, Any], reason: str) -> None:
-    """Record a run that produced no metrics (licence refused, solver missing, crash) in ``<stem>.skipped.csv``.
-
-    ``path`` is the results CSV the run would have gone to; only identity columns and ``reason`` are kept,
-    never metrics, so that a skipped run can never pass for a result.
-    """
-    if not str(reason).strip():
-        raise ValueError("record_skip needs a non-empty reason (say why the run has no metrics)")
-    record = {k: row[k] for k in IDENTITY_COLUMNS if k in row}
-    record["status"] = row.get("status") or "skipped"
-    record["reason"] = reason
-    _append(skipped_path(path), record, SKIP_COLUMNS)
-
-
-def _cell(value: Any) -> str:
-    """One CSV cell: numbers at full precision (``repr`` of the float), strings on one line."""
-    if value is None:
-        return ""
+def _jsonable(value: Any) -> Any:
+    """JSON without NaN tokens: non-finite floats as their names (read back by ``_from_json``)."""
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
-        value = value.item()  # numpy / torch scalars
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
-    return " ".join(str(value).splitlines()).replace("\r", " ")
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
-def _line(values: Iterable[str]) -> str:
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(list(values))
-    return buf.getvalue()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _lock(path: Path):
-    from filelock import FileLock
-
-    return FileLock(str(path) + ".lock")
-
-
-def _append(path: Path, row: dict[str, Any], base: tuple[str, ...]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(path):
-        header = _read_header(path)
-        if header is None:
-            header = list(base)
-        new_keys = [k for k in row if k not in header]
-        if new_keys:
-            header = header + new_keys
-            if path.exists() and path.stat().st_size > 0:
-                _rewrite_with_header(path, header)
-        fresh = not path.exists() or path.stat().st_size == 0
-        data = _line(_cell(row.get(c)) for c in header)
-        if fresh:
-            data = _line(header) + data
-        elif not _ends_with_newline(path):
-            data = "\n" + data  # a torn line left by a crashed writer of an older version: start a new line
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            _write_all(fd, data.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _read_header(path: Path) -> list[str] | None:
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    with open(path, newline="") as f:
-        first = f.readline()
-    if not first.endswith("\n"):
-        return None if not first.strip() else next(csv.reader([first]))
-    return next(csv.reader([first]))
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) == b"\n"
-
-
-def _rewrite_with_header(path: Path, header: list[str]) -> None:
-    """Rewrite the file with a wider header (new extra columns, empty in old rows); atomic by rename."""
-    old_header, records = _read_records(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _fsync_dir(path: Path) -> None:
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(_line(header))
-            for rec in records:
-                f.write(_line(rec.get(c, "") for c in header))
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # platforms without directory file descriptors
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
+    """Write ``record`` as ``<run_dir>/record.json``, atomically and once; returns its path.
+
+    ``record`` needs ``identity``, ``study``, ``status`` (one of ``STATUSES``), ``row`` and ``config``; a
+    status other than ``ok`` needs a ``reason``. ``schema``, ``results_version`` and ``checksum`` are added.
+    A run directory holds one record: a second write raises ``FileExistsError`` (records are never edited).
+    """
+    run_dir = Path(run_dir)
+    body = _jsonable(dict(record))
+    for key in ("identity", "study", "status", "row", "config"):
+        if key not in body:
+            raise ValueError(f"a record needs {key!r}; got keys {sorted(body)}")
+    if body["status"] not in STATUSES:
+        raise ValueError(f"record status must be one of {STATUSES}; got {body['status']!r}")
+    if body["status"] != "ok" and not str(body.get("reason", "")).strip():
+        raise ValueError(f"a record with status {body['status']!r} needs a reason (say why it has no normal result)")
+    body.setdefault("reason", "")
+    body.setdefault("provenance", {})
+    body["schema"] = RECORD_SCHEMA
+    body.setdefault("results_version", RESULTS_VERSION)
+    body["checksum"] = _checksum(body)
+    data = (json.dumps(body, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    final = run_dir / RECORD_FILE
+    if final.exists():
+        raise FileExistsError(f"{final} exists: a run directory holds one record, never rewritten (use a new run directory)")
+    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=f".{RECORD_FILE}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, final)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_dir(run_dir)
+    return final
 
 
-# --- reading --------------------------------------------------------------------------------------------
-def _read_records(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """Header and records as strings; lines that do not parse to the header's width are skipped with a warning."""
+# --- reading records ------------------------------------------------------------------------------------
+class BadRecord(ValueError):
+    """A ``record.json`` that cannot be trusted: unreadable, not JSON, not a record, or a checksum mismatch."""
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    """One record, verified (schema and checksum); ``BadRecord`` saying why otherwise."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+        body = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BadRecord(f"{path}: not a readable record ({type(err).__name__}: {err})") from None
+    if not isinstance(body, dict) or body.get("schema") != RECORD_SCHEMA:
+        raise BadRecord(f"{path}: not a hardlinear record (schema {body.get('schema') if isinstance(body, dict) else None!r})")
+    if body.get("checksum") != _checksum(body):
+        raise BadRecord(f"{path}: checksum mismatch (edited or corrupted); not read")
+    missing = [k for k in ("identity", "study", "status", "row", "config") if k not in body]
+    if missing or body["status"] not in STATUSES:
+        raise BadRecord(f"{path}: incomplete record (missing {missing}, status {body.get('status')!r})")
+    return body
+
+
+def record_paths(roots: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``record.json`` under the directory roots, sorted (file roots are skipped here)."""
+    found: set[Path] = set()
+    for root in roots:
+        root = Path(root)
+        if root.is_dir():
+            found.update(p for p in root.rglob(RECORD_FILE) if p.is_file())
+    return sorted(found)
+
+
+def scan(roots: Iterable[str | os.PathLike]) -> tuple[list[tuple[Path, dict]], list[str]]:
+    """``([(path, record), ...], [problem, ...])``: the verified records under ``roots`` and one line per
+    file that was not read (path and why)."""
+    good, bad = [], []
+    for path in record_paths(roots):
+        try:
+            good.append((path, read_record(path)))
+        except BadRecord as err:
+            bad.append(str(err))
+    return good, bad
+
+
+def find_recorded(
+    root: str | os.PathLike, run_identity: str, study: str | None = None, statuses: Iterable[str] = DONE_STATUSES,
+) -> tuple[Path, dict] | None:
+    """The newest record under ``root`` with this identity (in ``study`` when given) and a done status, or None:
+    resume's question. Why per study: a study's tables need its own runs, so an identical run recorded for
+    another study does not stand in for it."""
+    wanted = set(statuses)
+    hits = []
+    for path in record_paths([root]):
+        try:
+            body = read_record(path)
+        except BadRecord as err:
+            warnings.warn(f"skipping {err}", stacklevel=2)
+            continue
+        if body["identity"] == run_identity and body["status"] in wanted and (study is None or body["study"] == study):
+            hits.append((str(body.get("row", {}).get("timestamp", "")), str(path), path, body))
+    if not hits:
+        return None
+    _, _, path, body = max(hits, key=lambda h: (h[0], h[1]))
+    return path, body
+
+
+def record_row(path: Path, body: Mapping[str, Any]) -> dict[str, Any]:
+    """One tidy row of a record: its ``row``, the ``RECORD_COLUMNS`` and its config as ``cfg.*`` columns."""
+    row = {k: _from_json(v) for k, v in body["row"].items()}
+    row.update({
+        "status": body["status"], "study": body["study"], "identity": body["identity"],
+        "results_version": body.get("results_version", ""), "reason": body.get("reason", ""), "record": str(path),
+    })
+    row.setdefault("config_hash", body["identity"])
+    row.setdefault("run_dir", str(path.parent))
+    row.update({CONFIG_PREFIX + k: v for k, v in flatten(body["config"]).items()})
+    return row
+
+
+def _from_json(value: Any) -> Any:
+    if value in ("nan", "inf", "-inf"):
+        return float(value)
+    return value
+
+
+# --- reading the legacy CSV store (read-only) -----------------------------------------------------------
+def _read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """Header and rows of a legacy results CSV as strings; a line that does not parse to the header's width
+    (a torn write, binary garbage) is reported and skipped."""
     if not path.exists() or path.stat().st_size == 0:
         return [], []
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
         lines = f.read().split("\n")
     header = next(csv.reader([lines[0]]))
-    records: list[dict[str, str]] = []
+    if "status" not in header or "problem" not in header:
+        warnings.warn(f"{path}: first line is not a results header ({lines[0][:60]!r}); file not read", stacklevel=3)
+        return [], []
+    rows: list[dict[str, str]] = []
     for number, text in enumerate(lines[1:], start=2):
         if not text.strip():
             continue
@@ -222,100 +334,207 @@ def _read_records(path: Path) -> tuple[list[str], list[dict[str, str]]]:
             fields = next(csv.reader([text]))
         except csv.Error:
             fields = None
-        if fields is None or len(fields) != len(header):
-            warnings.warn(f"{path}:{number}: skipping a malformed line (torn write?): {text[:80]!r}", stacklevel=3)
+        if fields is None or len(fields) != len(header) or "\ufffd" in text:
+            warnings.warn(f"{path}:{number}: skipping a malformed line: {text[:80]!r}", stacklevel=3)
             continue
-        records.append(dict(zip(header, fields)))
-    return header, records
+        rows.append({**dict(zip(header, fields)), "record": f"{path}:{number}"})
+    return header, rows
 
 
-def completed_hashes(path: str | os.PathLike) -> set[str]:
-    """``config_hash`` of every recorded (status ``ok``) run in the results CSV; empty when there is no file."""
-    _, records = _read_records(Path(path))
-    return {r["config_hash"] for r in records if r.get("config_hash") and r.get("status", "ok") in ("ok", "")}
+LEGACY_SKIPPED = "runs.skipped.csv"
+LEGACY_SUPERSEDED = "superseded.csv"
+SUPERSEDED_REASON = "rerun queued (its earlier rows are in superseded.csv)"
 
 
-def is_recorded(path: str | os.PathLike, chash: str) -> bool:
-    """Whether a run with this config hash already has a row (a restarted sweep skips it)."""
-    return chash in completed_hashes(path)
+def read_legacy_csv(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Rows of a results CSV of the old store (version 1), with the rows of its siblings ``<stem>.skipped.csv``
+    (status ``skipped``/``failed`` with a reason) and ``superseded.csv`` (status ``superseded``: moved out by
+    scripts/supersede.py, not yet rerun). Study: the row's ``study`` column if any, else the CSV's folder name
+    (``results/paper/runs.csv`` -> ``paper``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"results CSV not found: {path}")
+    out: list[dict[str, Any]] = []
+    skipped = path.with_name(f"{path.stem}.skipped{path.suffix or '.csv'}")
+    sources = [(path, None), (skipped, "skipped"), (path.with_name(LEGACY_SUPERSEDED), "superseded")]
+    for source, forced in sources:
+        if forced is not None and not source.is_file():
+            continue
+        _, rows = _read_csv_rows(source)
+        for row in rows:
+            row["study"] = row.get("study") or path.parent.name
+            row["results_version"] = 1
+            row["identity"] = f"v1:{row.get('config_hash', '')}"
+            if forced == "superseded":
+                row["status"], row["reason"] = "superseded", SUPERSEDED_REASON
+            elif forced == "skipped":
+                row["status"] = row.get("status") or "skipped"
+            else:
+                row["status"] = row.get("status") or "ok"
+            out.append(row)
+    return out
 
 
-def load_results(path: str | os.PathLike):
-    """The results CSV as a ``pandas.DataFrame``: numeric metric and size columns, strings elsewhere
-    (empty string where missing). Extra columns are numeric when every non-empty value parses."""
+# --- the derived table ----------------------------------------------------------------------------------
+def load_records(
+    roots: str | os.PathLike | Sequence[str | os.PathLike],
+    study: str | None = None,
+    where: Mapping[str, Any] | None = None,
+    all_runs: bool = False,
+    quiet: bool = False,
+):
+    """The tidy results table (``pandas.DataFrame``, one row per run) from the records under ``roots``.
+
+    ``roots``: directories (every ``record.json`` below) and legacy results CSVs (``read_legacy_csv``).
+    ``study``: keep that study only; ``where``: ``{key: value}`` on any column or config key (``trainer.lr``
+    matches ``cfg.trainer.lr``; numbers compare normalised, ``1`` = ``1.0``). A run recorded more than once
+    in a study (a forced rerun, two identical sweeps at once) is one row, the newest, unless ``all_runs``. Files that
+    are not read are listed in ``df.attrs["unreadable"]`` and warned about unless ``quiet``.
+    Columns: ``COLUMNS``, ``RECORD_COLUMNS``, other metric keys, then ``cfg.*`` (sorted).
+    """
     import pandas as pd
 
-    header, records = _read_records(Path(path))
-    columns = header or list(COLUMNS)
-    df = pd.DataFrame.from_records(records, columns=columns) if records else pd.DataFrame(columns=columns)
-    return _typed(df)
+    if isinstance(roots, (str, os.PathLike)):
+        roots = [roots]
+    roots = [Path(r) for r in roots]
+    legacy_rows: list[dict[str, Any]] = []
+    for root in roots:
+        if root.is_file():
+            legacy_rows += read_legacy_csv(root)
+        elif not root.exists():
+            continue
+    records, bad = scan([r for r in roots if r.is_dir()])
+    if bad and not quiet:
+        for line in bad:
+            warnings.warn(f"skipping {line}", stacklevel=2)
+    new_rows = [record_row(p, b) for p, b in records]
+    if not all_runs and new_rows:
+        newest: dict[tuple[str, str], dict] = {}
+        for row in new_rows:
+            key = (row["study"], row["identity"])
+            if key not in newest or (str(row.get("timestamp", "")), row["record"]) > (str(newest[key].get("timestamp", "")), newest[key]["record"]):
+                newest[key] = row
+        new_rows = [r for r in new_rows if newest[(r["study"], r["identity"])] is r]
+    columns = list(COLUMNS) + list(RECORD_COLUMNS)
+    extra = sorted({k for r in legacy_rows + new_rows for k in r} - set(columns))
+    columns += [c for c in extra if not c.startswith(CONFIG_PREFIX)] + [c for c in extra if c.startswith(CONFIG_PREFIX)]
+    df = pd.DataFrame.from_records(legacy_rows + new_rows, columns=columns) if (legacy_rows or new_rows) else pd.DataFrame(columns=columns)
+    df = _typed(df)
+    if study is not None:
+        df = df[df["study"] == str(study)]
+    for key, value in (where or {}).items():
+        df = df[_matches(df, key, value)]
+    df = df.reset_index(drop=True)
+    df.attrs["unreadable"] = bad
+    return df
+
+
+DEFAULT_ROOTS: tuple[str, ...] = ("results", "results/paper/runs.csv")
+"""What ``make tables`` / ``make figures`` / ``make aggregate`` read by default: every record under
+``results/`` (single runs, sweeps, new paper runs) and the committed paper study of the legacy CSV."""
+
+
+def report_table(results, study: str | None = None, where: Mapping[str, Any] | None = None):
+    """What tables and figures read: ``results`` is a loaded table (filtered here) or results roots, each of
+    which must exist (``FileNotFoundError`` naming ``--results`` otherwise)."""
+    import pandas as pd
+
+    if isinstance(results, pd.DataFrame):
+        df = results if study is None else results[results["study"] == str(study)]
+        for key, value in (where or {}).items():
+            df = df[_matches(df, key, value)]
+        return df.reset_index(drop=True)
+    roots = [results] if isinstance(results, (str, os.PathLike)) else list(results)
+    missing = [str(r) for r in roots if not Path(r).exists()]
+    if missing or not roots:
+        raise FileNotFoundError(f"results not found: {', '.join(missing) or 'no roots given'} (run experiments first, or pass --results)")
+    return load_records(roots, study=study, where=where)
+
+
+def parse_where(items: Iterable[str]) -> dict[str, str]:
+    """``["trainer.name=fast", "seed=0"]`` -> ``{"trainer.name": "fast", "seed": "0"}``; a clear error otherwise."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"a filter is KEY=VALUE (e.g. trainer.name=fast); got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _canon(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return json.dumps(normalise(value))
+
+
+def _matches(df, key: str, value: Any):
+    column = key if key in df.columns else CONFIG_PREFIX + key
+    if column not in df.columns:
+        known = sorted(c[len(CONFIG_PREFIX):] for c in df.columns if c.startswith(CONFIG_PREFIX))
+        raise KeyError(f"filter {key}={value}: no column or config key {key!r} in the results (config keys: {', '.join(known[:40])} ...)")
+    want = _canon(value)
+    return [(_canon(v) == want) for v in df[column]]
 
 
 def _typed(df):
+    """Numbers where the columns hold numbers (metrics, sizes, seed), strings in identity columns ("" for missing)."""
     import pandas as pd
 
     for col in df.columns:
         if col in NUMERIC_IDENTITY or col in METRIC_COLUMNS:
             df[col] = pd.to_numeric(df[col].replace("", None), errors="coerce").astype(float)
-        elif col not in IDENTITY_COLUMNS and col != "reason":
-            values = df[col].astype(str)
+        elif col in IDENTITY_COLUMNS or col in RECORD_COLUMNS:
+            df[col] = df[col].fillna("").astype(str)
+        elif not col.startswith(CONFIG_PREFIX):
+            values = df[col].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
             parsed = pd.to_numeric(values.replace("", None), errors="coerce")
             if len(values) and not (parsed.isna() & (values != "") & (values.str.lower() != "nan")).any():
                 df[col] = parsed.astype(float)
-        else:
-            df[col] = df[col].fillna("").astype(str)
     return df
 
 
-def load_skipped(path: str | os.PathLike):
-    """The skipped-runs CSV (``<stem>.skipped.csv``; pass either that file or the results CSV)."""
-    p = Path(path)
-    if not p.name.endswith(".skipped.csv"):
-        p = skipped_path(p)
-    df = load_results(p)
-    for col in SKIP_COLUMNS:
-        if col not in df.columns:
-            df[col] = ""
-    return df
+def studies(df) -> list[str]:
+    """The studies present in a results table, sorted."""
+    return sorted({s for s in df["study"] if s}) if len(df) else []
 
 
-def aggregate(paths: list[str | os.PathLike], out: str | os.PathLike):
-    """Merge several results CSVs into one tidy CSV at ``out`` and return it as a DataFrame.
+# --- export of the derived table ------------------------------------------------------------------------
+def _line(values: Iterable[Any]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else (repr(v) if isinstance(v, float) else v) for v in values])
+    return buf.getvalue()
 
-    Rows with the same ``config_hash`` are one run recorded twice (a resumed sweep, a copied file): the newest
-    (largest ``timestamp``) is kept. Rows without a hash are kept unless they are exact duplicates. The output
-    is sorted by identity, so the same inputs give the same file.
-    """
-    import pandas as pd
 
-    if not paths:
-        raise ValueError("aggregate needs at least one input CSV")
-    frames = []
-    for p in paths:
-        if not Path(p).exists():
-            raise FileNotFoundError(f"results CSV not found: {p}")
-        frames.append(_as_strings(Path(p)))
-    columns = list(COLUMNS) + [c for f in frames for c in f.columns if c not in COLUMNS]
-    columns = list(dict.fromkeys(columns))
-    merged = pd.concat([f.reindex(columns=columns, fill_value="") for f in frames], ignore_index=True).fillna("")
-    hashed = merged[merged["config_hash"] != ""]
-    hashed = hashed.sort_values("timestamp", kind="stable").drop_duplicates("config_hash", keep="last")
-    unhashed = merged[merged["config_hash"] == ""].drop_duplicates()
-    merged = pd.concat([hashed, unhashed], ignore_index=True)
-    merged = merged.sort_values(["problem", "objective", "form", "method", "variant", "seed", "timestamp", "config_hash"], kind="stable")
+def aggregate(roots: Sequence[str | os.PathLike], out: str | os.PathLike, study: str | None = None, where: Mapping[str, Any] | None = None):
+    """Write the derived table of ``roots`` to the CSV ``out`` (atomically, sorted by study and identity so the
+    same records give the same bytes) and return it."""
+    if not roots:
+        raise ValueError("aggregate needs at least one root (a results directory or a legacy results CSV)")
+    for root in roots:
+        if not Path(root).exists():
+            raise FileNotFoundError(f"results root not found: {root}")
+    df = load_records(roots, study=study, where=where)
+    keys = ["study", "problem", "objective", "form", "method", "variant", "seed", "timestamp", "identity", "record"]
+    df = df.sort_values(keys, kind="stable").reset_index(drop=True)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", newline="") as f:
-        f.write(_line(columns))
-        for rec in merged.itertuples(index=False):
-            f.write(_line(rec))
-    os.replace(tmp, out)
-    return load_results(out)
-
-
-def _as_strings(path: Path):
-    import pandas as pd
-
-    header, records = _read_records(path)
-    return pd.DataFrame.from_records(records, columns=header or list(COLUMNS))
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(_line(df.columns))
+            for rec in df.itertuples(index=False):
+                f.write(_line(rec))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return df

@@ -79,9 +79,10 @@ TOP_LEVEL: dict[str, tuple[Any, Range | tuple | None]] = {
     "dtype": (str, DTYPE_NAMES),
     "threads": (int, AT_LEAST_1),
     "cache_dir": (str, None),
-    "results_csv": (str, None),
+    "results_dir": (str, None),
+    "study": (str | None, None),
     "experiment": (str | None, None),
-    "skip_recorded": (bool, None),
+    "rerun": (bool, None),
     "progress": (bool, None),
     "network": (dict, None),
     "data": (dict, None),
@@ -99,7 +100,10 @@ DATA: dict[str, tuple[Any, Range | tuple | None]] = {
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
 }
 NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE}
-EVAL_RANGES = {"warmup": NON_NEGATIVE, "time_instances": AT_LEAST_1, "throughput_batch": NON_NEGATIVE}
+EVAL_RANGES = {
+    "warmup": NON_NEGATIVE, "time_instances": AT_LEAST_1, "throughput_batch": NON_NEGATIVE,
+    "diverged_gap": POSITIVE, "diverged_viol": POSITIVE,
+}
 TRAINER_RANGES = {
     "epochs": NON_NEGATIVE,
     "pretrain_epochs": NON_NEGATIVE,

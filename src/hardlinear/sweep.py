@@ -1,19 +1,26 @@
-"""Sweep bookkeeping: which run a multirun is on, an overall progress bar, and what was skipped.
+"""Sweep bookkeeping: which run a multirun is on, an overall progress bar, and a summary that is right.
 
 Registered as a Hydra callback in ``conf/config.yaml``. With the basic launcher jobs run in this process one
-after the other, so the callback sees every start and end; with parallel launchers (joblib, submitit) each
-job still prints its own ``[hardlinear] ...`` line and the store records skips.
+after the other, so the callback sees every start and end. With parallel launchers (joblib, submitit) the job
+callbacks run in the workers, so the parent counts the records (``record.json``) appearing in the sweep
+directory instead: the bar (or, when the output is not a terminal, one line per finished run) and the final
+summary come from those records, by status.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+
+from hardlinear import results
 
 
 def count_sweep(overrides: list[str]) -> int:
@@ -33,18 +40,39 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return task + [f"{k}={v}" for k, v in params.items() if k not in given]
 
 
+def sweep_statuses(sweep_dir: str | Path) -> Counter:
+    """How many runs of a sweep directory have a record, by status (unreadable records count as ``unreadable``)."""
+    counts: Counter = Counter()
+    for path in results.record_paths([sweep_dir]):
+        try:
+            counts[results.read_record(path)["status"]] += 1
+        except results.BadRecord:
+            counts["unreadable"] += 1
+    return counts
+
+
 class SweepProgress(Callback):
-    """Prints ``[run i/N]`` before each job and a summary (done, skipped, failed, time) at the end."""
+    """Prints ``[run i/N]`` before each job (basic launcher), a bar of finished runs, and a summary at the end."""
+
+    POLL_S = 2.0
 
     def __init__(self) -> None:
         self.total = 0
         self.done = 0
         self.t0 = 0.0
         self.bar: Any = None
+        self.sweep_dir: Path | None = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
-        # Parallel launchers pickle the callbacks into each job; the bar stays with the parent process.
-        return {**self.__dict__, "bar": None}
+        # Parallel launchers pickle the callbacks into each job; the bar and the poller stay with the parent.
+        return {**self.__dict__, "bar": None, "_stop": None, "_thread": None, "_lock": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from tqdm.auto import tqdm
@@ -54,7 +82,28 @@ class SweepProgress(Callback):
         except Exception:  # an override syntax the counter does not know: no total, still a bar
             self.total = 0
         self.t0 = time.perf_counter()
-        self.bar = tqdm(total=self.total or None, desc="sweep", unit="run", position=1, leave=True)
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        # disable=None: no bar when the output is not a terminal; the poller prints one line per run instead
+        self.bar = tqdm(total=self.total or None, desc="sweep", unit="run", position=1, leave=True, disable=None)
+        launcher = str(config.hydra.launcher.get("_target_", "")) if config.hydra.get("launcher") else ""
+        if launcher and not launcher.endswith("BasicLauncher"):  # jobs in other processes: follow their records
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, name="sweep-progress", daemon=True)
+            self._thread.start()
+
+    def _poll(self) -> None:
+        """Parallel launchers: follow the records appearing in the sweep directory."""
+        while self._stop is not None and not self._stop.wait(self.POLL_S):
+            self._advance(sum(sweep_statuses(self.sweep_dir).values()))
+
+    def _advance(self, finished: int) -> None:
+        with self._lock:
+            if self.bar is None or finished <= self.done:
+                return
+            self.bar.update(finished - self.done)
+            self.done = finished
+            if self.bar.disable:
+                print(f"[sweep] {self.done}/{self.total or '?'} runs recorded", flush=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.bar is None:
@@ -69,12 +118,22 @@ class SweepProgress(Callback):
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         if self.bar is None:
             return
-        self.done += 1
-        self.bar.update(1)
+        self._advance(self.done + 1)  # basic launcher: counts already-recorded skips too
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.bar is None:
             return
+        if self._stop is not None:
+            self._stop.set()
+        counts = sweep_statuses(self.sweep_dir)
+        recorded = sum(counts.values())
+        self._advance(recorded)
         self.bar.close()
-        print(f"[hardlinear] sweep finished: {self.done} runs in {time.perf_counter() - self.t0:.0f} s; "
-              f"skipped or failed runs are listed in the results' .skipped.csv", flush=True)
+        by_status = ", ".join(f"{s} {counts[s]}" for s in (*results.STATUSES, "unreadable") if counts[s]) or "none"
+        unrecorded = max(self.total - recorded, 0)
+        print(
+            f"[hardlinear] sweep finished in {time.perf_counter() - self.t0:.0f} s: {recorded} of {self.total or '?'} runs "
+            f"recorded in {self.sweep_dir} ({by_status})"
+            + (f"; {unrecorded} wrote no record here (already recorded: see their 'skip:' lines; or killed)" if unrecorded else ""),
+            flush=True,
+        )

@@ -63,6 +63,10 @@ def check_dtype(layer_dtype: str) -> torch.dtype:
     return DTYPES[layer_dtype]
 
 
+class NotApplicable(Exception):
+    """Raised by ``Method.setup`` when a method does not apply to a problem; the message says why."""
+
+
 class Method(nn.Module):
     """Base class of every method; subclasses override what differs."""
 

@@ -101,15 +101,13 @@ def violation_figure(series, title: str):
     return fig
 
 
-def make_figures(results_csv: str | Path, out_dir: str | Path) -> list[Path]:
+def make_figures(results, out_dir: str | Path, study: str | None = None, where: dict | None = None) -> list[Path]:
     """Write ``<problem>_<objective>_gap_time`` and ``..._violations`` (PNG and PDF) per problem, plus
-    ``captions.md``; returns the paths written."""
-    from hardlinear.results import load_results
+    ``captions.md``; returns the paths written. ``results``, ``study``, ``where``: as ``make_tables``
+    (only ``ok`` runs are drawn: a diverged run has no figure to show)."""
+    from hardlinear.results import report_table
 
-    results_csv = Path(results_csv)
-    if not results_csv.exists():
-        raise FileNotFoundError(f"results CSV not found: {results_csv} (run experiments first, or pass --results)")
-    df = load_results(results_csv)
+    df = report_table(results, study=study, where=where)
     df = with_keys(df[df["status"].isin(["ok", ""]) & (df["experiment"] != PENALTY_EXPERIMENT)])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,14 @@
-"""The paper's five tables from the results CSV, with the paper's figures in adjacent columns.
+"""The paper's five tables from the results table, with the paper's figures in adjacent columns.
 
-Pure functions of the CSV (and its ``.skipped.csv``): nothing is rerun, and the same CSV gives byte-identical
-Markdown and LaTeX. How rows of the CSV become table rows:
+Pure functions of the derived results table (``hardlinear.results.load_records``: the records under the
+roots given, and the legacy ``results/paper/runs.csv`` with its ``.skipped.csv`` and ``superseded.csv``):
+nothing is rerun, and the same records give byte-identical Markdown and LaTeX. One call renders one
+selection (a study, a filter on config keys). How runs become table rows:
 
+* a cell (a table row of one block) never mixes settings: when its runs (one per seed) differ in a config key
+  other than the seed, ``MixedSettings`` names the keys and how to select one;
+* a row with a ``diverged`` run reads "diverged (k of n seeds): <reason>", never figures; a row without runs
+  reads "not run" or "not applicable", with the recorded reason;
 * a table is a block per problem (``TableSpec.blocks``); a block holds our ``status == ok`` rows of that
   problem and objective (the portfolio block takes whatever objective our runs used and says so when it is not
   the paper's), excluding the penalty sweep; blocks split by (objective, form) when the CSV mixes them;
@@ -177,12 +183,62 @@ def of_key(rows, key: RowKey):
     return rows[[k == key for k in rows["_key"]]] if len(rows) else rows
 
 
+class MixedSettings(ValueError):
+    """The runs of one table cell differ in a setting other than the seed: their mean would mix settings."""
+
+
+def _setting_keys(columns) -> list[str]:
+    """The ``cfg.*`` columns that are settings of a result: config keys that count for the identity, minus the seed."""
+    from hardlinear.results import CONFIG_PREFIX, NON_IDENTITY_KEYS
+
+    def counts(key: str) -> bool:
+        return key != "seed" and not any(key == k or key.startswith(k + ".") for k in NON_IDENTITY_KEYS)
+
+    return [c for c in columns if c.startswith(CONFIG_PREFIX) and counts(c[len(CONFIG_PREFIX):])]
+
+
+def _missing(value) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def mixed_settings(rows) -> dict[str, list[str]]:
+    """``{key: [values]}`` for every setting in which the rows differ (a row without the key, e.g. one of the
+    legacy CSV, which has no config, is compatible with any value)."""
+    from hardlinear.results import CONFIG_PREFIX, _canon
+
+    out = {}
+    for col in _setting_keys(rows.columns):
+        values = sorted({_canon(v) for v in rows[col] if not _missing(v)})
+        if len(values) > 1:
+            out[col[len(CONFIG_PREFIX):]] = values
+    return out
+
+
+def check_one_setting(rows) -> None:
+    """Refuse (``MixedSettings``, naming the keys) when the runs of one cell differ in a setting besides the seed."""
+    if len(rows) < 2:
+        return
+    mixed = mixed_settings(rows)
+    if mixed:
+        first = rows.iloc[0]
+        what = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(mixed.items()))
+        example = next(iter(sorted(mixed)))
+        raise MixedSettings(
+            f"the runs of {first['problem']}/{first['method']} {first.get('variant', '')} ({', '.join(sorted(set(rows['study'])) if 'study' in rows else [])}) "
+            f"differ in {what}: a table cell never mixes settings. Select one: make tables STUDY=<study> "
+            f"WHERE='{example}=<value>' (scripts/make_tables.py --study ... --where {example}=...)"
+        )
+
+
 def one_per_seed(rows, experiment: str | None = None):
-    """Runs of one table row: this experiment's when there are some, one run per seed (the newest)."""
+    """Runs of one table row: this experiment's when there are some, one run per seed (the newest); refuses
+    (``MixedSettings``) when those runs differ in a setting other than the seed."""
     if experiment is not None and (rows["experiment"] == experiment).any():
         rows = rows[rows["experiment"] == experiment]
     rows = rows.sort_values(["timestamp", "config_hash"], kind="stable")
-    return rows.drop_duplicates("seed", keep="last").sort_values("seed", kind="stable")
+    rows = rows.drop_duplicates("seed", keep="last").sort_values("seed", kind="stable")
+    check_one_setting(rows)
+    return rows
 
 
 def summarize(rows, metrics: Sequence[str]) -> Stats:
@@ -265,6 +321,12 @@ MAIN_METRICS = (
     "test/gap_mean", "test/gap_worst", "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean",
     "test/ineq_viol_worst", "test/time_ms", "test/iterations", "test/max_abs_viol",
 )
+RESULT_STATUSES = ("ok", "", "diverged")
+"""Statuses of runs that have metrics; ``diverged`` ones make their row read "diverged", never a normal row."""
+DIVERGED_NOTE = (
+    '"diverged": a run of the row has a non-finite loss or test metrics beyond eval.diverged_gap / '
+    "eval.diverged_viol (status diverged in its record); the row's figures are not shown."
+)
 SEED_SPREAD_POINTS = 1.0
 """Per-seed mean gaps spreading wider than this many points (and ``SEED_SPREAD_SHARE``) mark the row's gap cell."""
 SEED_SPREAD_SHARE = 0.25
@@ -303,8 +365,13 @@ def _sizes(rows) -> dict[str, str]:
     return out
 
 
+NO_RESULT_LABELS = {"not_applicable": "not applicable"}
+"""How a row without a result reads, by the status of its newest record ("not run" for the others)."""
+
+
 def _skip_reason(skipped, problem: str, objective: str, key: RowKey, penalty: float | None = None) -> str | None:
-    """The newest recorded reason why a row of ours has no run (None when nothing was recorded)."""
+    """The newest recorded reason why a row of ours has no run, prefixed by its status when that is not a plain
+    skip ("not applicable: ..."); None when nothing was recorded."""
     if skipped is None or not len(skipped):
         return None
     s = skipped[(skipped["problem"] == problem) & (skipped["method"] == key.method) & (skipped["variant"] == key.variant)]
@@ -315,13 +382,31 @@ def _skip_reason(skipped, problem: str, objective: str, key: RowKey, penalty: fl
         s = s[[_num(p) == penalty for p in s["penalty"]]]
     if not len(s):
         return None
-    reason = " ".join(str(s.sort_values("timestamp", kind="stable")["reason"].iloc[-1]).split())
-    return reason if len(reason) <= 70 else reason[:67] + "..."
+    newest = s.sort_values("timestamp", kind="stable").iloc[-1]
+    reason = " ".join(str(newest["reason"]).split())
+    reason = reason if len(reason) <= 70 else reason[:67] + "..."
+    label = NO_RESULT_LABELS.get(str(newest.get("status", "")))
+    return f"{label}: {reason}" if label else reason
 
 
 def _not_run(skipped, problem, objective, key, penalty=None) -> str:
     reason = _skip_reason(skipped, problem, objective, key, penalty)
+    if reason and reason.startswith(tuple(f"{v}:" for v in NO_RESULT_LABELS.values())):
+        return reason
     return f"not run: {reason}" if reason else "not run"
+
+
+def _diverged(runs) -> str | None:
+    """"diverged (k of n seeds): <reason>" when any of a row's runs is recorded ``diverged``, else None: such a
+    row is never shown as a normal row (a mean over a run that blew up means nothing)."""
+    if not len(runs) or "status" not in runs.columns:
+        return None
+    bad = runs[runs["status"] == "diverged"]
+    if not len(bad):
+        return None
+    reason = " ".join(str(bad["reason"].iloc[-1]).split()) if "reason" in bad.columns else ""
+    reason = reason if len(reason) <= 60 else reason[:57] + "..."
+    return f"diverged ({len(bad)} of {len(runs)} seeds): {reason}"
 
 
 def _groups(pool, block: BlockSpec, paper_objective: str) -> list[tuple[str, str]]:
@@ -339,9 +424,9 @@ def _block_notes(block: BlockSpec, objective: str, form: str, paper_objective: s
     return notes
 
 
-def _main_row(label: str, stats: Stats | None, paper_row: paper.PaperRow | None, not_run: str) -> list[Cell]:
+def _main_row(label: str, stats: Stats | None, paper_row: paper.PaperRow | None, not_run: str, filler: str = "not run") -> list[Cell]:
     if stats is None or stats.seeds == 0:
-        ours = [not_run, "not run", "not run", "not run", "not run"]
+        ours = [not_run, filler, filler, filler, filler]
         seeds = "0"
     else:
         m = stats.mean
@@ -383,8 +468,9 @@ def method_order(key: RowKey) -> tuple:
 
 def build_table(spec: TableSpec, df, skipped=None) -> Table:
     """One of the paper's result tables (``TABLES``) from the results DataFrame (``load_results``)."""
-    df = with_keys(df[(df["status"].isin(["ok", ""])) & (df["experiment"] != PENALTY_EXPERIMENT)])
+    df = with_keys(df[(df["status"].isin(RESULT_STATUSES)) & (df["experiment"] != PENALTY_EXPERIMENT)])
     paper_rows = paper.paper_table(spec.paper) if spec.paper else ()
+    any_diverged = False
     blocks, devices = [], set()
     for bspec in spec.blocks:
         prow_all = [r for r in paper_rows if r.problem == bspec.problem]
@@ -403,20 +489,27 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
                 runs = one_per_seed(of_key(sub, key), spec.name)
                 devices.update(runs["device"])
                 label = pr.method if spec.label_as_paper else method_label(key)
-                stats = summarize(runs, MAIN_METRICS) if len(runs) else None
-                rows.append(_main_row(label, stats, pr, _not_run(skipped, bspec.problem, objective, key)))
-                spread_notes.append(_mark_seed_spread(rows[-1], label, runs))
+                diverged = _diverged(runs)
+                any_diverged |= diverged is not None
+                stats = summarize(runs, MAIN_METRICS) if len(runs) and not diverged else None
+                rows.append(_main_row(label, stats, pr, diverged or _not_run(skipped, bspec.problem, objective, key), "diverged" if diverged else "not run"))
+                spread_notes.append(None if diverged else _mark_seed_spread(rows[-1], label, runs))
             extra_keys = sorted(set(sub["_key"]) - claimed, key=method_order) if spec.extras else []
             for key in extra_keys:
                 runs = one_per_seed(of_key(sub, key), spec.name)
                 devices.update(runs["device"])
-                rows.append(_main_row(method_label(key), summarize(runs, MAIN_METRICS), None, "not run"))
-                spread_notes.append(_mark_seed_spread(rows[-1], method_label(key), runs))
+                diverged = _diverged(runs)
+                any_diverged |= diverged is not None
+                stats = None if diverged else summarize(runs, MAIN_METRICS)
+                rows.append(_main_row(method_label(key), stats, None, diverged or "not run", "diverged" if diverged else "not run"))
+                spread_notes.append(None if diverged else _mark_seed_spread(rows[-1], method_label(key), runs))
             blocks.append(Block(
                 problem_title(bspec.problem, objective), _sizes(sub), paper.paper_sizes(bspec.problem),
                 _block_notes(bspec, objective, form, paper_objective, has_paper) + [n for n in spread_notes if n], rows,
             ))
     notes = list(COMMON_NOTES)
+    if any_diverged:
+        notes.append(DIVERGED_NOTE)
     if spec.paper == "dcopt_lp":
         notes.append(
             f'The paper\'s LP table has a single "Optimizer" row; its figures sit beside our default LP solver, '
@@ -628,42 +721,27 @@ def render_latex(table: Table) -> str:
 
 
 # --- entry point ----------------------------------------------------------------------------------------
-SUPERSEDED_CSV = "superseded.csv"  # rows moved out of the results CSV by scripts/supersede.py
-SUPERSEDED_REASON = "rerun queued (its earlier rows are in superseded.csv)"
+NO_RESULT_STATUSES = ("skipped", "failed", "not_applicable", "superseded")
+"""Statuses of runs without metrics: their reasons fill rows that have no run ("not run: ...")."""
 
 
-def _with_superseded(skipped, superseded_file: Path):
-    """The skipped runs plus one reason per superseded row: a row whose runs were superseded and not yet rerun
-    says so instead of a bare "not run"."""
-    import pandas as pd
-
-    from hardlinear.results import load_results
-
-    if not superseded_file.exists():
-        return skipped
-    old = load_results(superseded_file).assign(reason=SUPERSEDED_REASON)
-    if skipped is None:
-        return old
-    return pd.concat([skipped, old[[c for c in skipped.columns if c in old.columns]]], ignore_index=True)
-
-
-def make_tables(results_csv: str | Path, out_dir: str | Path, skipped_csv: str | Path | None = None) -> dict[str, Path]:
+def make_tables(
+    results, out_dir: str | Path, study: str | None = None, where: dict | None = None,
+) -> dict[str, Path]:
     """Write every table as ``<out_dir>/<table>.md`` and ``.tex``; returns ``{"<table>.md": path, ...}``.
 
-    ``skipped_csv`` defaults to the results CSV's sibling ``<stem>.skipped.csv`` (absent: no reasons shown).
+    ``results``: the results roots (directories of records and/or legacy results CSVs; see
+    ``hardlinear.results.load_records``) or an already loaded table. ``study`` and ``where`` select the runs;
+    a cell whose runs differ in a setting other than the seed raises ``MixedSettings`` naming the keys.
     """
-    from hardlinear.results import load_results, load_skipped, skipped_path
+    from hardlinear.results import report_table
 
-    results_csv = Path(results_csv)
-    if not results_csv.exists():
-        raise FileNotFoundError(f"results CSV not found: {results_csv} (run experiments first, or pass --results)")
-    df = load_results(results_csv)
-    skip_file = Path(skipped_csv) if skipped_csv is not None else skipped_path(results_csv)
-    skipped = load_skipped(skip_file) if skip_file.exists() else None
-    skipped = _with_superseded(skipped, results_csv.parent / SUPERSEDED_CSV)
+    df = report_table(results, study=study, where=where)
+    skipped = df[df["status"].isin(NO_RESULT_STATUSES)]
+    df = df[~df["status"].isin(NO_RESULT_STATUSES)]
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     tables = [build_table(spec, df, skipped) for spec in TABLES.values()] + [build_penalty_table(df, skipped)]
+    out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for table in tables:
         for suffix, render in ((".md", render_markdown), (".tex", render_latex)):

@@ -196,6 +196,24 @@ def test_huge_but_finite_metrics_are_recorded_as_diverged(tmp_path):
     assert "beyond eval.diverged_gap=0.001" in reason
 
 
+def test_a_method_that_does_not_apply_is_recorded_not_applicable(tmp_path, monkeypatch, capfd):
+    """``NotApplicable`` from setup: one loud line, a ``not_applicable`` record with the reason, no metrics;
+    resume does not retry it (the answer will not change)."""
+    from hardlinear.methods.base import NotApplicable
+
+    def refuse(self, problem, ctx):
+        raise NotApplicable(f"{self.name} needs a box on every variable; {problem.name} has free variables")
+
+    monkeypatch.setattr(Penalty, "setup", refuse)
+    cfg = compose_cfg(tmp_path, "problem=dcopf_14", "method=penalty", "trainer=fast")
+    assert harness.run(cfg, tmp_path / "run") is None
+    assert "NOT APPLICABLE dcopf_14/penalty: penalty needs a box on every variable" in capfd.readouterr().err
+    table = results.load_records(tmp_path)
+    assert table["status"].tolist() == ["not_applicable"] and table["reason"].iloc[0].startswith("penalty needs a box")
+    assert table["test/gap_mean"].isna().all()
+    assert harness.run(cfg, tmp_path / "again") is None and "already recorded" in capfd.readouterr().out
+
+
 # --- (d) decision-rule caches ----------------------------------------------------------------------------------
 def rule_files(cache: Path) -> list[Path]:
     return sorted((cache / "decision_rules").glob("*.rule"))

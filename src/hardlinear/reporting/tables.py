@@ -552,7 +552,7 @@ def select_penalty(candidates: dict[float, Stats]) -> float | None:
 
 def build_penalty_table(df, skipped=None, experiment: str = PENALTY_EXPERIMENT) -> Table:
     """Penalty-factor selection for DC3 and ALM (the paper's penalty table) from the penalty-sweep rows."""
-    df = with_keys(df[(df["status"].isin(["ok", ""])) & (df["experiment"] == experiment)])
+    df = with_keys(df[(df["status"].isin(RESULT_STATUSES)) & (df["experiment"] == experiment)])
     has_val = all(c in df.columns for c in VAL_METRICS)
     grids = {(g.problem, g.method): g for g in paper.paper_penalties()}
     problems = list(dict.fromkeys([g.problem for g in paper.paper_penalties()] + sorted(set(df["problem"]))))
@@ -569,17 +569,20 @@ def build_penalty_table(df, skipped=None, experiment: str = PENALTY_EXPERIMENT) 
                 grid = grids.get((problem, METHOD_LABELS.get(method, method)))
                 runs_m = sub[[k.method == method for k in sub["_key"]]] if len(sub) else sub
                 values = {_num(p) for p in runs_m["penalty"]} | ({_num(p) for p in grid.grid} if grid else set())
-                candidates = {}
+                candidates, diverged = {}, {}
                 for value in sorted(v for v in values if not math.isnan(v)):
                     runs = one_per_seed(runs_m[[_num(p) == value for p in runs_m["penalty"]]]) if len(runs_m) else runs_m
-                    candidates[value] = summarize(runs, MAIN_METRICS + VAL_METRICS)
+                    diverged[value] = _diverged(runs)
+                    candidates[value] = summarize(runs if not diverged[value] else runs.iloc[:0], MAIN_METRICS + VAL_METRICS)
                 chosen = select_penalty(candidates) if has_val else None
                 for value, stats in candidates.items():
                     paper_mark = MISSING
                     if grid is not None and value in {_num(p) for p in grid.grid}:
                         paper_mark = "selected" if value == _num(grid.selected) else "tried"
                     label = METHOD_LABELS.get(method, method)
-                    if stats.seeds == 0:
+                    if diverged[value]:
+                        ours = [diverged[value]] + ["diverged"] * 5 + [""]
+                    elif stats.seeds == 0:
                         not_run = _not_run(skipped, problem, objective, RowKey(method), value)
                         ours = [not_run] + ["not run"] * 5 + [""]
                     else:

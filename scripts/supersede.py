@@ -5,6 +5,10 @@
 The rows go to ``<results dir>/superseded.csv`` with the reason in a ``superseded_reason`` column, so the
 tables (which read the results CSV) stop using them and the record of what was run stays in the repository.
 A resumable sweep then reruns those configurations (their config hash is no longer recorded).
+
+For the legacy CSV store only (``results/paper/runs.csv``, read-only since records): records are never moved or
+edited; a change that alters results bumps ``hardlinear.results.RESULTS_VERSION`` instead, which makes resume
+rerun every configuration, and the tables use the newest run of each seed.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def write_legacy_csv(path, rows):
 
 
 @pytest.fixture
-def results_csv(tmp_path):
+def results_root(tmp_path):
     """A results root of records (the name is historical)."""
     rows = [
         _row("dcopf_118", "lp", "proposed", s, "table_lp", **{"test/gap_mean": g, "test/gap_worst": w, "test/max_abs_viol": 1e-16 * (s + 1)})
@@ -161,8 +161,8 @@ def test_a_cell_never_mixes_settings(tmp_path):
     assert _block(lp, "DC-OPF (LP) 118-bus system")["Proposed"][1] == "1"
 
 
-def test_make_tables(results_csv, tmp_path):
-    written = make_tables(results_csv, tmp_path / "tables")
+def test_make_tables(results_root, tmp_path):
+    written = make_tables(results_root, tmp_path / "tables")
     assert sorted(written) == sorted(f"{t}{s}" for t in TABLE_NAMES for s in (".md", ".tex"))
     assert all(p.stat().st_size > 0 for p in written.values())
     lp = written["table_lp.md"].read_text()
@@ -209,9 +209,9 @@ def test_make_tables(results_csv, tmp_path):
     assert "_method" not in tex.replace(r"\_method", "")
 
 
-def test_tables_are_deterministic(results_csv, tmp_path):
-    first = make_tables(results_csv, tmp_path / "a")
-    second = make_tables(results_csv, tmp_path / "b")
+def test_tables_are_deterministic(results_root, tmp_path):
+    first = make_tables(results_root, tmp_path / "a")
+    second = make_tables(results_root, tmp_path / "b")
     for name, path in first.items():
         assert path.read_bytes() == second[name].read_bytes(), name
 
@@ -221,8 +221,8 @@ def test_make_tables_missing_results(tmp_path):
         make_tables(tmp_path / "nope.csv", tmp_path / "out")
 
 
-def test_make_figures(results_csv, tmp_path):
-    written = make_figures(results_csv, tmp_path / "figures")
+def test_make_figures(results_root, tmp_path):
+    written = make_figures(results_root, tmp_path / "figures")
     names = {p.name for p in written}
     for stem in ("dcopf_118_lp_gap_time", "dcopf_118_lp_violations", "portfolio_lp_gap_time"):
         assert f"{stem}.png" in names and f"{stem}.pdf" in names

@@ -224,7 +224,8 @@ def check_one_setting(rows) -> None:
         what = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(mixed.items()))
         example = next(iter(sorted(mixed)))
         raise MixedSettings(
-            f"the runs of {first['problem']}/{first['method']} {first.get('variant', '')} ({', '.join(sorted(set(rows['study'])) if 'study' in rows else [])}) "
+            f"the runs of {first['problem']}/{first['method']}{' ' + str(first['variant']) if first.get('variant') else ''} "
+            f"(study {', '.join(sorted(set(rows['study'])) if 'study' in rows else [])}) "
             f"differ in {what}: a table cell never mixes settings. Select one: make tables STUDY=<study> "
             f"WHERE='{example}=<value>' (scripts/make_tables.py --study ... --where {example}=...)"
         )
@@ -467,7 +468,7 @@ def method_order(key: RowKey) -> tuple:
 
 
 def build_table(spec: TableSpec, df, skipped=None) -> Table:
-    """One of the paper's result tables (``TABLES``) from the results DataFrame (``load_results``)."""
+    """One of the paper's result tables (``TABLES``) from the results DataFrame (``hardlinear.results.load_records``)."""
     df = with_keys(df[(df["status"].isin(RESULT_STATUSES)) & (df["experiment"] != PENALTY_EXPERIMENT)])
     paper_rows = paper.paper_table(spec.paper) if spec.paper else ()
     any_diverged = False

@@ -196,6 +196,20 @@ def test_huge_but_finite_metrics_are_recorded_as_diverged(tmp_path):
     assert "beyond eval.diverged_gap=0.001" in reason
 
 
+def test_divergence_bounds_spare_infeasible_soft_methods_and_catch_blow_ups():
+    """The defaults: the paper study's worst legitimate results (a penalty run stuck infeasible at -1.6e5 %, DC3
+    at penalty 0 with a violation of 2.1e3) stay ``ok``; the issue's blown-up DC3 (3.3e14 %, 6e13) does not."""
+    from hardlinear.evaluation import EvalConfig, divergence_reason
+
+    cfg = EvalConfig()
+    legit = {"test/gap_mean": -162586.25, "test/gap_worst": -117688.8, "test/eq_viol_worst": 53.2, "test/ineq_viol_worst": 2103.8}
+    assert divergence_reason(legit, cfg) is None
+    blown = {"test/gap_mean": 3.3e14, "test/gap_worst": 3.3e14, "test/eq_viol_worst": 0.0, "test/ineq_viol_worst": 6e13}
+    assert divergence_reason(blown, cfg) == "test gap 3.3e+14 % beyond eval.diverged_gap=1e+07"
+    assert "beyond eval.diverged_viol" in divergence_reason({**legit, "test/ineq_viol_worst": 6e13}, cfg)
+    assert "non-finite" in divergence_reason({**legit, "test/gap_mean": float("nan")}, cfg)
+
+
 def test_a_method_that_does_not_apply_is_recorded_not_applicable(tmp_path, monkeypatch, capfd):
     """``NotApplicable`` from setup: one loud line, a ``not_applicable`` record with the reason, no metrics;
     resume does not retry it (the answer will not change)."""

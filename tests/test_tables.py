@@ -135,14 +135,14 @@ def test_superseded_rows_say_their_rerun_is_queued(tmp_path):
 def test_diverged_and_not_applicable_rows_are_never_normal_rows(tmp_path):
     rows = [
         _row("dcopf_118", "lp", "dc3", 0, "table_lp", **{"test/gap_mean": 1.0}),
-        _row("dcopf_118", "lp", "dc3", 1, "table_lp", status="diverged", reason="test gap 3.3e+14 % beyond eval.diverged_gap=10000",
+        _row("dcopf_118", "lp", "dc3", 1, "table_lp", status="diverged", reason="test gap 3.3e+14 % beyond eval.diverged_gap=1e+07",
              **{"test/gap_mean": 3.3e14}),
         {**{k: v for k, v in _row("dcopf_118", "lp", "apm", 0, "table_lp").items() if k in results.IDENTITY_COLUMNS},
          "status": "not_applicable", "reason": "APM needs box constraints on every variable"},
     ]
     lp = make_tables(write_runs(tmp_path / "r", rows), tmp_path / "tables")["table_lp.md"].read_text()
     block = _block(lp, "DC-OPF (LP) 118-bus system")
-    assert block["DC3"][2] == "diverged (1 of 2 seeds): test gap 3.3e+14 % beyond eval.diverged_gap=10000"
+    assert block["DC3"][2] == "diverged (1 of 2 seeds): test gap 3.3e+14 % beyond eval.diverged_gap=1e+07"
     assert block["DC3"][4] == block["DC3"][6] == block["DC3"][8] == "diverged" and "3.3e14" not in lp
     assert block["APM"][2] == "not applicable: APM needs box constraints on every variable"
     assert '"diverged": a run of the row' in lp

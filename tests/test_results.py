@@ -97,9 +97,13 @@ def test_non_finite_metrics_survive_the_round_trip(tmp_path):
 def test_resume_finds_done_statuses_per_study(tmp_path):
     for i, status in enumerate(("ok", "diverged", "not_applicable", "skipped", "failed")):
         results.write_record(tmp_path / f"r{i}", record(i, status=status))
-    found = {i: results.find_recorded(tmp_path, record(i)["identity"], study="s") for i in range(5)}
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "record.json").write_bytes(b"\xff\xfe\x00 not a record")  # never stops a run
+    with pytest.warns(UserWarning, match="garbage/record.json: not a readable record"):
+        found = {i: results.find_recorded(tmp_path, record(i)["identity"], study="s") for i in range(5)}
     assert [i for i, f in found.items() if f is not None] == [0, 1, 2]  # skipped and failed are rerun
-    assert results.find_recorded(tmp_path, record(0)["identity"], study="other") is None
+    with pytest.warns(UserWarning, match="not a readable record"):
+        assert results.find_recorded(tmp_path, record(0)["identity"], study="other") is None
 
 
 def test_filters_and_the_table_columns(tmp_path):

@@ -252,6 +252,29 @@ def test_committed_paper_tables_regenerate_byte_for_byte(tmp_path):
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from a regeneration"
 
 
+def test_make_tables_cli_renders_each_study_and_the_paper_study_byte_for_byte(tmp_path):
+    """`make tables`' script: one folder per study; the paper study's equals the committed tables; a study
+    whose cells mix settings is refused naming the key, and the others are still rendered."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    paper_csv, committed = root / "results" / "paper" / "runs.csv", sorted((root / "results" / "paper" / "tables").glob("*"))
+    if not paper_csv.is_file() or not committed:
+        pytest.skip("no committed reproduction under results/paper")
+    mixed = [_row("dcopf_118", "lp", "proposed", 0, "table_lp", lr=0.001), _row("dcopf_118", "lp", "proposed", 1, "table_lp", lr=0.01)]
+    write_runs(tmp_path / "records", mixed, study="mine")
+    done = subprocess.run(
+        [sys.executable, "scripts/make_tables.py", "--results", str(paper_csv), str(tmp_path / "records"), "--out", str(tmp_path / "out")],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1 and "study mine: " in done.stderr and "differ in trainer.lr: 0.001, 0.01" in done.stderr
+    assert "study paper: 12 files" in done.stdout
+    for path in committed:
+        assert (tmp_path / "out" / "paper" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
 def test_large_case_table_has_our_rows_and_no_paper_figures(tmp_path):
     """table_large has no counterpart in the paper: our rows under a PGLib block title, '-' in its columns."""
 

@@ -57,7 +57,7 @@ aggregate: install  ## the derived results table (one row per run) -> results/ag
 tables: install  ## the paper's tables per study -> results/tables/<study>/*.md, *.tex; STUDY=, WHERE='key=value'
 	$(PY) scripts/make_tables.py $(SELECT) --out $(or $(OUT),results/tables)
 
-figures: install  ## figures per study -> results/figures/<study>/*.png, *.pdf; STUDY=, WHERE='key=value'
+figures: install  ## figures per study (gap-time, violations, training curves) -> results/figures/<study>/*.png, *.pdf; STUDY=, WHERE='key=value'
 	$(PY) scripts/make_figures.py $(SELECT) --out $(or $(OUT),results/figures)
 
 bench: install  ## all benchmarks (long)

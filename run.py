@@ -1,5 +1,8 @@
 """Entry point: ``python run.py problem=dcopf_118 method=proposed`` (``-m`` for sweeps)."""
 
+import sys
+from pathlib import Path
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -21,4 +24,10 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from hardlinear.overrides import unknown_override_errors
+
+    errors = unknown_override_errors(sys.argv[1:], Path(__file__).resolve().parent / "conf")
+    if errors:  # before Hydra, whose answer to a misspelt key is the wrong fix ("use +key")
+        print("\n".join(f"error: {e}" for e in errors), file=sys.stderr)
+        sys.exit(1)
     main()

@@ -1,4 +1,5 @@
-"""Figures per study: gap against time and violations per method, per problem (PNG and PDF).
+"""Figures per study: gap against time, violations per method and training curves per problem (PNG and PDF),
+with the paper's figures as reference markers and a captions.md.
 
     python scripts/make_figures.py                   # every study -> results/figures/<study>/
     python scripts/make_figures.py --study paper --out results/paper/figures-check
@@ -12,14 +13,14 @@ from pathlib import Path
 
 import _select
 
-from hardlinear.reporting import make_figures
-from hardlinear.reporting.tables import MixedSettings
+from hardlinear.reporting.figures import FORMATS, make_figures
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _select.add_arguments(parser)
     parser.add_argument("--out", default="results/figures", help="output folder; one sub-folder per study (default: results/figures)")
+    parser.add_argument("--formats", nargs="+", default=list(FORMATS), help="file formats (default: png pdf)")
     args = parser.parse_args()
     try:
         df, studies = _select.load(args)
@@ -29,8 +30,8 @@ def main() -> int:
     failed = 0
     for study in studies:
         try:
-            written = make_figures(df, Path(args.out) / study, study=study)
-        except MixedSettings as err:
+            written = make_figures(df, Path(args.out) / study, study=study, formats=tuple(args.formats))
+        except ValueError as err:  # MixedSettings (a cell mixing settings), or no ok run to draw
             print(f"error: study {study}: {err}", file=sys.stderr)
             failed += 1
             continue

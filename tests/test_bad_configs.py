@@ -1,6 +1,7 @@
 """Bad configs fail in validation, before any work, with a message naming the key, the value and the fix;
 every shipped config passes."""
 
+import json
 import os
 import subprocess
 import sys
@@ -134,6 +135,17 @@ BAD = [
     (["eval.time_instances=0"], "eval.time_instances must be >= 1; got 0"),
     (["logger.names=[csv,tensorboard]"], "logger.names has unknown logger(s) ['tensorboard']; choose from csv, wandb"),
     (["trainer.epochs=${problem.train.epochz}"], "trainer.epochs cannot be resolved"),
+    # --- issue 17: numbers that parse but cannot work ---
+    (["trainer.lr=inf"], "trainer.lr must be a finite number > 0; got inf"),
+    (["trainer.lr=nan"], "trainer.lr must be a finite number > 0; got nan"),
+    (["trainer.lr=-0.001"], "trainer.lr must be > 0; got -0.001"),
+    (["seed=9223372036854775808"], "seed must be < 2**63 (a 64-bit generator seed); got 9223372036854775808"),
+    (["data.test_seed=18446744073709551616"], "data.test_seed must be < 2**63"),
+    (["eval.throughput_batch=0"], "eval.throughput_batch must be >= 1; got 0"),
+    (["results_dir="], "results_dir='' is empty; give a folder path such as results"),
+    (["cache_dir="], "cache_dir='' is empty; give a folder path such as data/cache"),
+    (["cache_dir=/proc/hardlinear-cache"], "cache_dir='/proc/hardlinear-cache' cannot be written (/proc: "),
+    (["results_dir=/proc/hardlinear-results"], "results_dir='/proc/hardlinear-results' cannot be written (/proc: "),
 ]
 
 
@@ -197,3 +209,101 @@ def test_cli_fails_fast_before_building_data(tmp_path):
     assert "problem has no option 'foo'" in out.stderr + out.stdout
     assert not cache.exists() or not any(cache.rglob("*")), "a dataset was built before validation failed"
     assert not list(runs.rglob("record.json"))
+
+
+# --- issue 17: paths, threads, memory, uncertainty, misspelt keys: each before any work -------------------------
+def test_results_dir_that_is_a_file_or_under_a_file(hydra_conf, tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert f"results_dir='{tmp_path / 'file'}' is a file, not a folder; give a folder path" in error_of(
+        f"results_dir={tmp_path / 'file'}"
+    )
+    message = error_of(f"results_dir={tmp_path / 'file' / 'results'}", f"cache_dir={tmp_path / 'file'}")
+    assert f"results_dir='{tmp_path / 'file' / 'results'}' cannot be created: {tmp_path / 'file'} is a file" in message
+    assert f"cache_dir='{tmp_path / 'file'}' is a file, not a folder" in message
+    validate_config(compose_cfg(f"results_dir={tmp_path / 'new' / 'deeper'}"))  # created later: fine
+    assert not (tmp_path / "new").exists() and not list(tmp_path.glob("tmp*")), "validation must leave nothing behind"
+
+
+RENAMED = [
+    ("skip_recorded=false", "skip_recorded was replaced by rerun=true"),
+    ("results_csv=results/runs.csv", "results_csv was replaced by results_dir"),
+]
+
+
+@pytest.mark.parametrize(("key", "message"), RENAMED)
+def test_removed_keys_on_the_command_line_name_their_replacement(key, message):
+    from hardlinear.overrides import unknown_override_errors
+
+    errors = unknown_override_errors([key], CONF)
+    assert len(errors) == 1 and errors[0].startswith(message) and "+" not in errors[0]
+
+
+@pytest.mark.parametrize(("key", "message"), RENAMED)
+def test_removed_keys_added_with_plus_name_their_replacement(hydra_conf, key, message):
+    assert message in error_of("+" + key)  # not "config has no top-level key"
+
+
+def test_threads_above_the_cores_present_warn(hydra_conf):
+    from hardlinear.schemas import available_cores
+
+    with pytest.warns(UserWarning, match=rf"threads={available_cores() + 1} but only {available_cores()} cores .*set threads="):
+        validate_config(compose_cfg(f"threads={available_cores() + 1}"))
+
+
+def test_batch_too_large_for_memory_is_refused_with_the_estimate():
+    from hardlinear.preflight import bytes_per_instance, check_batch_memory
+    from hardlinear.problems import build_problem
+
+    problem = build_problem("dcopf_14")
+    network = {"hidden": 256, "layers": 2}
+    per = bytes_per_instance(problem, network)
+    check_batch_memory(problem, network, 64, 4096, available=per * 10**6)  # fits: nothing raised
+    with pytest.raises(ConfigError) as info:
+        check_batch_memory(problem, network, 10**9, 4096, available=per * 10**6)
+    message = str(info.value)
+    assert "trainer.batch_size=1000000000 needs about" in message and "for dcopf_14 (n=123, network 2x256" in message
+    assert "set trainer.batch_size to at most 1,000,000" in message and "eval.throughput_batch" not in message
+
+
+def _run_expecting(overrides, tmp_path):
+    from hardlinear import harness
+
+    cache = tmp_path / "cache"
+    cfg = compose_cfg(*overrides, "trainer=fast", "progress=false", f"cache_dir={cache}", f"results_dir={tmp_path / 'results'}")
+    with pytest.raises(ConfigError) as info:
+        harness.run(cfg, tmp_path / "run")
+    assert not list(cache.glob("*-val-*")) and not list(cache.glob("*-test-*")), "a dataset was built before the error"
+    record = json.loads((tmp_path / "run" / "record.json").read_text())  # the rejected run says why, as failed
+    assert record["status"] == "failed" and record["reason"].startswith("ConfigError")
+    assert not (tmp_path / "results").exists()
+    return str(info.value)
+
+
+def test_batch_beyond_free_memory_fails_before_data(hydra_conf, tmp_path):
+    message = _run_expecting(["trainer.batch_size=1000000000000"], tmp_path)
+    assert "trainer.batch_size=1000000000000 needs about" in message and "set trainer.batch_size to at most" in message
+
+
+def test_uncertainty_above_the_largest_rule_level_names_the_level(hydra_conf, tmp_path):
+    message = _run_expecting(["method=ldr", "problem.uncertainty=0.6"], tmp_path)
+    assert "problem.uncertainty=0.6 is above the largest level at which dcopf_14 has a decision rule (0.5405" in message
+    assert "set problem.uncertainty below 0.5405" in message and "clarabel" not in message
+
+
+def test_failed_reference_solves_do_not_suggest_the_same_solver():
+    from hardlinear.problems import build_problem
+    from hardlinear.solvers import _failure_hint
+
+    problem = build_problem("dcopf_14")
+    assert "lower problem.uncertainty" in _failure_hint(problem, "highs", ["infeasible"])
+    assert "problem.uncertainty=0.4" in _failure_hint(problem, "clarabel", ["primal infeasible"])
+    other = _failure_hint(problem, "clarabel", ["max_iter"])
+    assert "data.solver=highs" in other and "clarabel" not in other
+
+
+def test_misspelt_key_on_the_command_line_suggests_the_right_key_not_plus(tmp_path):
+    cmd = [sys.executable, "run.py", "trainer=fast", "trainer.epoch=5", f"cache_dir={tmp_path / 'cache'}"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    assert out.returncode == 1
+    assert "unknown key trainer.epoch; did you mean trainer.epochs?" in out.stderr
+    assert "use +trainer.epoch" not in out.stderr and not (tmp_path / "cache").exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hardlinear.loggers import CSVLogger, MultiLogger, WandbLogger, make_loggers
+from hardlinear.loggers import CSVLogger, MultiLogger, WandbLogger, make_loggers, wandb_labels
 
 WANDB_HEADER = 7  # ":W&B", a 2-byte magic, a version byte
 BLOCK = 32768  # the LevelDB log format W&B writes: 32 KiB blocks of checksummed records
@@ -124,3 +124,71 @@ def test_wandb_offline_run_round_trip(wandb_env):
     config = _items(run.config.update)
     assert config["seed"] == 3 and config["method"] == "proposed"
     assert (run_dir / "epochs.csv").exists()  # the CSV log ran beside it
+
+
+def test_wandb_labels_group_by_study_and_name_the_run():
+    config = {
+        "problem": {"name": "dcopf_14", "objective": "lp", "form": "standard"},
+        "method": {"name": "proposed"}, "trainer": {"name": "fast"}, "seed": 2, "experiment": "table_lp",
+    }
+    labels = wandb_labels(config, variant="gradient=ste")
+    assert labels == {
+        "name": "dcopf_14-proposed-gradient_ste-seed2", "group": "table_lp",
+        "tags": ["dcopf_14", "proposed", "lp", "standard", "trainer=fast"],
+    }
+    assert wandb_labels({**config, "study": "my-sweep"})["group"] == "my-sweep"  # the study wins
+    assert wandb_labels({**config, "experiment": ""})["group"] == "default"  # results.study_of: never ungrouped
+    assert wandb_labels(config)["name"] == "dcopf_14-proposed-seed2"
+
+
+def test_wandb_run_is_labelled_quiet_and_logs_table_and_checkpoint(wandb_env, capfd, monkeypatch):
+    monkeypatch.delenv("WANDB_SILENT")  # the logger itself must keep W&B quiet
+    run_dir = wandb_env / "run"
+    run_dir.mkdir()
+    checkpoint = run_dir / "checkpoint.pt"
+    checkpoint.write_bytes(b"weights")
+    config = {"problem": {"name": "dcopf_14", "objective": "lp", "form": "standard"}, "method": {"name": "dc3"},
+              "trainer": {"name": "fast"}, "seed": 1, "study": "smoke"}
+    loggers = make_loggers(["csv", "wandb"], str(run_dir), config=config, log_checkpoint=True, **wandb_labels(config))
+    loggers.log_epoch(0, {"phase": "train", "train/loss": 1.0})
+    loggers.log_final({"test/gap_mean": 0.5})
+    loggers.log_table("results", pd.DataFrame([{"problem": "dcopf_14", "method": "dc3", "test/gap_mean": 0.5}]))
+    loggers.log_checkpoint(checkpoint, {"config_hash": "abc"})
+    loggers.finish()
+    printed = capfd.readouterr()
+    assert "wandb:" not in printed.out + printed.err, "W&B printed to the console without logger.verbose=true"
+
+    (wandb_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
+    deadline = time.monotonic() + 30.0
+    records = read_wandb_records(wandb_file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = read_wandb_records(wandb_file)
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert run.run_group == "smoke" and run.display_name == "dcopf_14-dc3-seed1"
+    assert list(run.tags) == ["dcopf_14", "dc3", "lp", "standard", "trainer=fast"]
+    tables = [h for r in records if r.WhichOneof("record_type") == "history" for h in [_items(r.history.item)] if "results/_type" in h]
+    assert tables and tables[0]["results/_type"] == "table-file" and tables[0]["results/nrows"] == 1
+    (table_file,) = wandb_file.parent.glob("files/media/table/results_*.table.json")
+    table = json.loads(table_file.read_text())
+    assert table["columns"] == ["problem", "method", "test/gap_mean"] and table["data"] == [["dcopf_14", "dc3", 0.5]]
+    artifacts = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "model"]
+    assert len(artifacts) == 1 and artifacts[0].name.startswith("model-")
+    assert [m.path for m in artifacts[0].manifest.contents] == ["checkpoint.pt"]
+    assert (run_dir / "tables" / "results.csv").is_file()  # the CSV logger keeps the same table
+
+
+def test_wandb_checkpoint_artifact_is_off_by_default(wandb_env):
+    run_dir = wandb_env / "run"
+    logger = WandbLogger(run_dir, mode="offline")
+    (run_dir / "checkpoint.pt").write_bytes(b"weights")
+    logger.log_checkpoint(run_dir / "checkpoint.pt")
+    logger.finish()
+    (wandb_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
+    deadline = time.monotonic() + 30.0
+    records = read_wandb_records(wandb_file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = read_wandb_records(wandb_file)
+    assert any(r.WhichOneof("record_type") == "exit" for r in records)
+    assert not [r for r in records if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "model"]

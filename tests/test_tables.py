@@ -231,7 +231,7 @@ def test_make_figures(results_root, tmp_path):
         assert p.stat().st_size > 0
         if p.suffix == ".png":
             assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "floor 1e-12" in (tmp_path / "figures" / "captions.md").read_text()
+    assert "a zero is drawn at zero" in (tmp_path / "figures" / "captions.md").read_text()
 
 
 def test_committed_paper_tables_regenerate_byte_for_byte(tmp_path):

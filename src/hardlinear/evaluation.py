@@ -31,7 +31,8 @@ class EvalConfig:
     time_instances: int | None = None
     """Time only the first N test instances at batch 1 (None: all of them)."""
     throughput_batch: int = 4096
-    """Batch size of the throughput measurement (0 disables it)."""
+    """Batch size of the throughput measurement (>= 1; the config rejects 0, and a 0 given here directly records
+    NaN, never the batch-1 rate)."""
     diverged_gap: float = 1.0e7
     """A run whose test gap (mean or worst, in percent, absolute value) exceeds this is recorded ``diverged``.
     Why so high: a soft method stuck infeasible legitimately reaches gaps of -1.6e5 % (the paper study's
@@ -88,8 +89,10 @@ def time_batch1(method: Method, xi: torch.Tensor, cfg: EvalConfig, device: str) 
 
 
 def throughput(method: Method, problem, ctx: Context, cfg: EvalConfig, time_ms: float) -> float:
-    if not method.batched or cfg.throughput_batch <= 0:
+    if not method.batched:
         return 1000.0 / time_ms if time_ms > 0 else float("nan")
+    if cfg.throughput_batch <= 0:
+        return float("nan")  # not measured: a batch-1 rate in this column would read as a batched one
     xi = problem.sample(cfg.throughput_batch, generator=ctx.generator(offset=31)).to(ctx.device, torch.float64)
     method.predict(xi[: min(64, len(xi))])
     _sync(ctx.device)

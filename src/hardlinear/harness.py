@@ -1,10 +1,12 @@
 """One run, from a resolved config to a record. Only this module (and ``run.py``) sees the Hydra config.
 
 Steps: skip if the run's identity is already recorded under ``results_dir`` (``rerun=true`` forces it), build
-the problem, instantiate the method, build (or load) the validation and test sets, offline set-up (decision
-rule), training, evaluation, then ``record.json`` (and ``metrics.json``) in the run directory. A method that
-cannot run (a missing solver, a licence that refuses the model) is recorded ``skipped``, one that does not
-apply ``not_applicable``, a run that blows up ``diverged``, an error ``failed``: loudly, each with its reason.
+the problem, instantiate the method, the checks that need the problem (memory), offline set-up (decision rule: a
+level without one fails here, before any data), build (or load) the validation and test sets, training (the
+kept checkpoint saved as ``checkpoint.pt``), evaluation, then ``record.json`` (and ``metrics.json``) in the run
+directory. A method that cannot run (a missing solver, a licence that refuses the model) is recorded
+``skipped``, one that does not apply ``not_applicable``, a run that blows up ``diverged``, an error ``failed``:
+loudly, each with its reason.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from hardlinear import results
+from hardlinear.checkpoint import save_checkpoint
 from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
+from hardlinear.loggers import results_table
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
+from hardlinear.preflight import check_batch_memory, setup_method
 from hardlinear.problems import build_problem
-from hardlinear.schemas import validate_config
+from hardlinear.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.solvers import SolverUnavailable
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
 
@@ -89,6 +94,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     (then the error is raised again)."""
     validate_config(cfg)  # before any work: bad keys, types, ranges and choices fail here
     run_dir = Path(run_dir)
+    unusable = output_path_problem(str(run_dir), "folder")
+    if unusable:  # Hydra has made it by now; a caller of run() may pass anything
+        raise ConfigError([f"run directory {str(run_dir)!r} {unusable} (set hydra.run.dir=...)"])
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators
     dtype = check_dtype(cfg.dtype)
@@ -124,7 +132,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
             **problem.sizes(),
         })
         print(f"[hardlinear] {problem.describe()} | method={method.name} {identity['variant']} | seed={cfg.seed} | run dir {run_dir}", flush=True)
-        loggers = results_loggers(cfg, run_dir, config)
+        loggers = results_loggers(cfg, run_dir, config, variant=identity["variant"])
         try:
             return _execute(cfg, problem, method, ctx, identity, loggers, record)
         finally:
@@ -174,18 +182,20 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
     label = f"{problem.name}/{method.name} {identity['variant']}".strip()
     try:
+        # --- offline work (decision rule, factorisations): first, so a problem with no rule fails before data ---
+        check_batch_memory(problem, dict(cfg.network), int(cfg.trainer.batch_size), int(cfg.eval.throughput_batch), ctx, method=method)
+        offline_s = setup_method(method, problem, ctx)
+        method.to(ctx.device)
         # --- data: validation and test sets with reference solutions (cached) ---
         val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
         test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
-        # --- offline work (decision rule, factorisations) ---
-        offline_s = method.setup(problem, ctx)
-        method.to(ctx.device)
         # --- training ---
         trainer_cfg = TrainerConfig(**{k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items() if k != "name"})
         supervised = None
         if method.trainable and method.supervised:
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
         fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised)
+        checkpoint = save_checkpoint(run_dir, method, resolved_dict(cfg), probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
         # --- evaluation (timed on the test set) ---
         metrics = evaluate_method(method, problem, test, ctx, eval_cfg)
     except SolverUnavailable as err:
@@ -213,6 +223,8 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     atomic_write_bytes(run_dir / "metrics.json", json.dumps({**identity, "status": status, **metrics}, indent=2, default=float).encode())
     row = _write(run_dir, record, identity, status, diverged or "", metrics)
     loggers.log_final(metrics)
+    loggers.log_table("results", results_table(row))
+    loggers.log_checkpoint(checkpoint, {"run_dir": str(run_dir), "config_hash": identity["config_hash"]})
     if diverged:
         print(f"[hardlinear] DIVERGED {label}: {diverged}; recorded as status=diverged", file=sys.stderr, flush=True)
         return row
@@ -229,11 +241,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def results_loggers(cfg: DictConfig, run_dir: Path, config: dict):
-    from hardlinear.loggers import make_loggers
+def results_loggers(cfg: DictConfig, run_dir: Path, config: dict, variant: str = ""):
+    from hardlinear.loggers import make_loggers, wandb_labels
 
     options = OmegaConf.to_container(cfg.logger, resolve=True)
     names = options.pop("names", ["csv"])
+    options = {**wandb_labels(config, variant), **options}  # the config's own name/group/tags win
     loggers = make_loggers(names, str(run_dir), config=config, **options)
     loggers.log_config(config)
     return loggers

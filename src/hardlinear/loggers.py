@@ -1,9 +1,14 @@
 """Per-run loggers with one interface: a CSV log that is always on, and W&B when asked.
 
 Methods: ``log_config(dict)``, ``log_epoch(epoch, metrics)``, ``log_final(metrics)``, ``log_table(name, df)``,
-``finish()``. Metric keys are the project's ``split/metric`` names, unchanged, so the CSV log, W&B and the
+``log_checkpoint(path, metadata)``, ``finish()``. Metric keys are the project's ``split/metric`` names, unchanged, so the CSV log, W&B and the
 results CSV agree. W&B runs offline unless ``mode`` or ``$WANDB_MODE`` says otherwise (no account needed;
 ``wandb sync <run dir>/wandb/offline-run-*`` uploads later), and wandb is imported only when used.
+
+A W&B run is labelled by :func:`wandb_labels`: grouped by study (a sweep's runs side by side), named
+``problem-method[-variant]-seedN``, tagged with the problem, method, objective, form and trainer. Its console
+is quiet (no ``wandb:`` lines) unless ``verbose``; the saved checkpoint is uploaded as a ``model`` artifact only
+with ``log_checkpoint`` (it can be large).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from hardlinear.results import study_of
 
 WANDB_MISSING = "the W&B logger needs wandb: pip install 'hardlinear[wandb]' (or use logger=csv)"
 
@@ -89,6 +96,9 @@ class CSVLogger:
         folder.mkdir(exist_ok=True)
         dataframe.to_csv(folder / f"{name}.csv", index=False)
 
+    def log_checkpoint(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
+        """The checkpoint already lives in the run directory; nothing to copy."""
+
     def finish(self) -> None:
         """Nothing is held open; kept for the common interface."""
 
@@ -99,8 +109,32 @@ def _cell(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def wandb_labels(config: Mapping[str, Any], variant: str = "") -> dict[str, Any]:
+    """``name``, ``group`` and ``tags`` of a run's W&B run, from its resolved config.
+
+    group: the study (``results.study_of``: ``study``, else the experiment, else ``default``); name: ``problem-method[-variant]-seedN``
+    (readable in a sweep's list); tags: problem, method, objective, form and ``trainer=<name>``."""
+    problem = dict(config.get("problem") or {})
+    method = dict(config.get("method") or {})
+    trainer = dict(config.get("trainer") or {})
+    parts = [str(problem.get("name", "")), str(method.get("name", ""))]
+    if variant:
+        parts.append(str(variant).replace("=", "_"))
+    parts.append(f"seed{config.get('seed', 0)}")
+    tags = [problem.get("name"), method.get("name"), problem.get("objective"), problem.get("form")]
+    tags.append(f"trainer={trainer['name']}" if trainer.get("name") else None)
+    return {
+        "name": "-".join(p for p in parts if p),
+        "group": study_of(config),
+        "tags": [str(t) for t in dict.fromkeys(tags) if t],
+    }
+
+
 class WandbLogger:
-    """A W&B run in ``run_dir`` (``<run_dir>/wandb/...``); ``mode`` None means ``$WANDB_MODE`` or offline."""
+    """A W&B run in ``run_dir`` (``<run_dir>/wandb/...``); ``mode`` None means ``$WANDB_MODE`` or offline.
+
+    ``verbose`` False (default): W&B prints nothing (``silent``, console capture off), as ``WANDB_SILENT``.
+    ``log_checkpoint`` True: :meth:`log_checkpoint` uploads the run's checkpoint as a ``model`` artifact."""
 
     def __init__(
         self,
@@ -111,6 +145,8 @@ class WandbLogger:
         name: str | None = None,
         group: str | None = None,
         tags: Sequence[str] | None = None,
+        log_checkpoint: bool = False,
+        verbose: bool = False,
     ) -> None:
         mode = mode or os.environ.get("WANDB_MODE") or "offline"
         if mode not in ("offline", "online", "disabled", "shared"):
@@ -122,9 +158,11 @@ class WandbLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._wandb = wandb
+        self.upload_checkpoint = bool(log_checkpoint)
+        settings = wandb.Settings(console="off", silent=True) if not verbose else wandb.Settings(console="auto")
         self.run = wandb.init(
             dir=str(self.run_dir), project=project, mode=mode, config=dict(config) if config else None, name=name,
-            group=group, tags=list(tags) if tags else None, settings=wandb.Settings(console="off"),
+            group=group, tags=list(tags) if tags else None, settings=settings,
         )
         self.run.define_metric("epoch")
         for prefix in ("train/*", "val/*"):
@@ -143,11 +181,27 @@ class WandbLogger:
     def log_table(self, name: str, dataframe) -> None:
         self.run.log({name: self._wandb.Table(dataframe=dataframe)})
 
+    def log_checkpoint(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
+        """Upload ``path`` as a ``model`` artifact when ``log_checkpoint`` was asked for; else nothing."""
+        if not self.upload_checkpoint:
+            return
+        artifact = self._wandb.Artifact(f"model-{self.run.id}", type="model", metadata=dict(metadata or {}))
+        artifact.add_file(str(path))
+        self.run.log_artifact(artifact)
+
     def finish(self) -> None:
         self.run.finish()
 
 
 LOGGERS = {"csv": CSVLogger, "wandb": WandbLogger}
+
+
+def results_table(row: Mapping[str, Any]):
+    """A run's results row as a one-row ``pandas.DataFrame`` (logged as ``results``: W&B shows it beside the
+    curves); values that are not plain scalars become strings."""
+    import pandas as pd
+
+    return pd.DataFrame([{k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in row.items()}])
 
 
 class MultiLogger:
@@ -171,6 +225,10 @@ class MultiLogger:
     def log_table(self, name: str, dataframe) -> None:
         for lg in self.loggers:
             lg.log_table(name, dataframe)
+
+    def log_checkpoint(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
+        for lg in self.loggers:
+            lg.log_checkpoint(path, metadata)
 
     def finish(self) -> None:
         for lg in self.loggers:

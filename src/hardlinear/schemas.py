@@ -16,16 +16,23 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import math
+import os
 import re
 import sys
+import tempfile
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from hardlinear.overrides import RENAMED_KEYS
 
 __all__ = ["ConfigError", "Range", "validate_config"]
 
@@ -67,6 +74,8 @@ class Range:
 
 
 POSITIVE, NON_NEGATIVE, AT_LEAST_1 = Range(lo=0, lo_open=True), Range(lo=0), Range(lo=1)
+SEED_LIMIT = 2**63
+"""Seeds are in ``[0, 2**63)``: torch generators take a signed 64-bit seed (and offsets are added to it)."""
 MISSING_VALUE = "???"
 _UNSET = object()  # a value that was missing or did not resolve: already reported, not checked further
 
@@ -74,7 +83,7 @@ _UNSET = object()  # a value that was missing or did not resolve: already report
 DEVICE_PATTERN = re.compile(r"cpu|cuda(?::(\d+))?")
 DTYPE_NAMES = ("float32", "float64")
 TOP_LEVEL: dict[str, tuple[Any, Range | tuple | None]] = {
-    "seed": (int, NON_NEGATIVE),
+    "seed": (int, NON_NEGATIVE),  # and < SEED_LIMIT (_check_seed)
     "device": (str, None),
     "dtype": (str, DTYPE_NAMES),
     "threads": (int, AT_LEAST_1),
@@ -101,7 +110,7 @@ DATA: dict[str, tuple[Any, Range | tuple | None]] = {
 }
 NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE}
 EVAL_RANGES = {
-    "warmup": NON_NEGATIVE, "time_instances": AT_LEAST_1, "throughput_batch": NON_NEGATIVE,
+    "warmup": NON_NEGATIVE, "time_instances": AT_LEAST_1, "throughput_batch": AT_LEAST_1,
     "diverged_gap": POSITIVE, "diverged_viol": POSITIVE,
 }
 TRAINER_RANGES = {
@@ -169,6 +178,7 @@ def validate_config(cfg: DictConfig | Mapping) -> None:
     _check_problem(check, data.get("problem"))
     _check_method(check, data.get("method"), data.get("problem"))
     _check_trainer(check, data.get("trainer"))
+    _check_paths_and_threads(check, data)
     if check.errors:
         raise ConfigError(check.errors)
 
@@ -222,7 +232,12 @@ class _Checker:
         return False
 
     def need_range(self, key: str, value: Any, valid: Range) -> bool:
-        if value is _UNSET or value is None or value in valid:
+        if value is _UNSET or value is None:
+            return True
+        if isinstance(value, float) and not math.isfinite(value):
+            self.error(f"{key} must be a finite number {valid}; got {value!r}")
+            return False
+        if value in valid:
             return True
         self.error(f"{key} must be {valid}; got {_show(value)}")
         return False
@@ -273,7 +288,9 @@ class _Checker:
 def _check_top(check: _Checker, data: dict) -> None:
     valid = list(TOP_LEVEL) + list(OPTIONAL_TOP_LEVEL)
     for key in data:
-        if key not in valid:
+        if key in RENAMED_KEYS:
+            check.error(RENAMED_KEYS[key])
+        elif key not in valid:
             close = difflib.get_close_matches(key, valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             check.error(f"config has no top-level key {key!r}; valid keys: {', '.join(sorted(valid))}{hint}")
@@ -563,6 +580,74 @@ def _check_trainer(check: _Checker, trainer: Any) -> None:
     check.need_known_keys("trainer", list(trainer), list(hints) + ["name"])
     ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES)
     _check_pretrain_le_epochs(check, "trainer", trainer, ok)
+
+
+# --- paths, seeds and threads: what the machine must allow --------------------------------------------------
+def _check_paths_and_threads(check: _Checker, data: dict) -> None:
+    for key in ("seed",):
+        value = data.get(key)
+        if _is_number(value) and value >= SEED_LIMIT:
+            check.error(f"{key} must be < 2**63 (a 64-bit generator seed); got {value}")
+    test_seed = (data.get("data") or {}).get("test_seed") if isinstance(data.get("data"), dict) else None
+    if _is_number(test_seed) and test_seed >= SEED_LIMIT:
+        check.error(f"data.test_seed must be < 2**63 (a 64-bit generator seed); got {test_seed}")
+    for key, example in (("results_dir", "results"), ("cache_dir", "data/cache")):
+        value = data.get(key)
+        if isinstance(value, str):
+            problem = output_path_problem(value, "folder", example)
+            if problem:
+                check.error(f"{key}={value!r} {problem}")
+    threads = data.get("threads")
+    cores = available_cores()
+    if _is_number(threads) and threads > cores:
+        warnings.warn(
+            f"threads={threads} but only {cores} cores are available to this process: the threads will share them "
+            f"and run slower; set threads={cores} or fewer",
+            stacklevel=3,
+        )
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity: what SLURM or taskset grants), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def output_path_problem(path: str, kind: str = "file", example: str | None = None) -> str | None:
+    """Why ``path`` cannot be written as a ``kind`` ("file" or "folder"), or None when it can.
+
+    Checked by creating (and deleting) a temporary file in the path's folder, or in its nearest existing
+    ancestor when the folder does not exist yet: permissions, read-only mounts and a file in the way all show.
+    """
+    if not path.strip():
+        example = example or ("results/runs.csv" if kind == "file" else "data/cache")
+        return f"is empty; give a {kind} path such as {example}"
+    target = Path(path).expanduser()
+    if kind == "file":
+        if target.is_dir():
+            return f"is a folder; give a file inside it, e.g. {target / 'runs.csv'}"
+        if target.exists() and not os.access(target, os.W_OK):
+            return "exists and is not writable; choose another path or fix its permissions"
+        folder = target.parent
+    else:
+        if target.exists() and not target.is_dir():
+            return "is a file, not a folder; give a folder path"
+        folder = target
+    ancestor = folder
+    while not ancestor.exists():
+        if ancestor.parent == ancestor:
+            break
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot be created: {ancestor} is a file, not a folder; choose another path"
+    try:
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as err:
+        return f"cannot be written ({ancestor}: {err.strerror or err}); choose a writable path"
+    return None
 
 
 # --- helpers ---------------------------------------------------------------------------------------------

@@ -1,8 +1,21 @@
-"""Figures from the results CSV: per problem, optimality gap against time, and violations per method.
+"""Figures of one study: per problem, gap against time, violations per method, and training curves.
 
-Pure functions of the CSV, like the tables (same row selection: ``status == ok``, the penalty sweep left out,
-one run per seed, means over seeds). Uses ``matplotlib.figure.Figure`` directly (Agg rendering), so importing
-or calling this module never switches the global pyplot backend.
+The plotting functions take a ``pandas.DataFrame`` of runs already selected for one study (one row per run;
+columns ``problem``, ``objective``, ``form``, ``method``, ``variant``, ``seed``, ``run_dir``, ``study``,
+``trainer`` and the ``test/...`` metrics), so they work on any loader that gives those columns;
+:func:`runs_frame` builds it from the results loader (records and legacy CSVs). Row selection is the tables' (``status == ok``, the penalty
+sweep left out, one run per seed, means over seeds).
+
+What a reviewer sees on every figure: the study and the trainer in the title; the paper's published figures
+as hollow grey reference markers where its tables have the row (its times are on other hardware: a T4 GPU and
+an M2 Pro, see the captions); violations on a symmetric-log axis on which a zero is drawn at zero (labelled
+``0``), never as a bar at a floor; a method with a single point is drawn as a labelled marker, and a panel
+with nothing to draw is left out. Training curves read each run's ``epochs.csv`` (written by the CSV logger in
+its run directory): the validation gap and inequality violation per epoch, mean over seeds as a line and the
+seeds' min-max as a band.
+
+Uses ``matplotlib.figure.Figure`` directly (Agg rendering), so importing or calling this module never switches
+the global pyplot backend.
 """
 
 from __future__ import annotations
@@ -10,8 +23,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from hardlinear.reporting import paper_reference as paper
 from hardlinear.reporting.tables import (
     MAIN_METRICS,
+    PAPER_LABELS,
     PENALTY_EXPERIMENT,
     method_label,
     method_order,
@@ -22,14 +37,62 @@ from hardlinear.reporting.tables import (
     with_keys,
 )
 
-VIOLATION_FLOOR = 1e-12
-"""Violations below this (zeros included) are drawn at it: a log axis has no zero."""
+VIOLATION_LINTHRESH = 1e-10
+"""Symmetric-log axes of violations are linear below this: a zero sits at zero, float64 rounding (~1e-16)
+just above it, and anything a reader should worry about on the log part."""
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+
+def color(i: int):
+    """The i-th method's colour: tab10's ten, then tab20's lighter shades (no two methods of a figure share one
+    below twenty)."""
+    from matplotlib import colormaps
+
+    if i < 10:
+        return colormaps["tab10"](i)
+    return colormaps["tab20"]((2 * (i - 10) + 1) % 20)
 FORMATS = ("png", "pdf")
+NOT_RECORDED = "not recorded"
+
+
+# --- the runs of a study ------------------------------------------------------------------------------------
+TRAINER_COLUMN = "cfg.trainer.name"
+
+
+def runs_frame(results, study: str | None = None, where: dict | None = None):
+    """The runs table the figure functions take, from the loader (``results.report_table``: results roots or
+    a loaded table, a study, filters on any config key): ``status == ok`` rows, the penalty sweep left out,
+    ``run_dir`` the folder of each record (its ``epochs.csv``), plus ``trainer`` (the record's ``cfg.trainer.name``; ``not recorded`` for legacy CSV rows, whose config
+    is not stored)."""
+    from hardlinear.results import RECORD_FILE, report_table
+
+    df = report_table(results, study=study, where=where)
+    df = df[df["status"].isin(["ok", ""]) & (df["experiment"] != PENALTY_EXPERIMENT)].copy()
+    trainers = df[TRAINER_COLUMN] if TRAINER_COLUMN in df.columns else [None] * len(df)
+    if "record" in df.columns:  # a record's own folder wins over the path it was written under (moved results)
+        df["run_dir"] = [str(Path(r).parent) if isinstance(r, str) and r.endswith(RECORD_FILE) else d
+                         for r, d in zip(df["record"], df["run_dir"])]
+    df["trainer"] = [NOT_RECORDED if t is None or (isinstance(t, float) and math.isnan(t)) or t == "" else str(t)
+                     for t in trainers]
+    return df
+
+
+def _subtitle(runs, study: str) -> str:
+    trainers = sorted({str(t) for t in runs["trainer"]}) if "trainer" in runs.columns else [NOT_RECORDED]
+    return f"study: {study}  |  trainer: {', '.join(trainers)}"
+
+
+def _blocks(runs) -> list[tuple[str, str, str]]:
+    return sorted({(str(p), str(o), str(f)) for p, o, f in zip(runs["problem"], runs["objective"], runs["form"])})
+
+
+def _block(runs, problem: str, objective: str, form: str):
+    return runs[(runs["problem"] == problem) & (runs["objective"] == objective) & (runs["form"] == form)]
 
 
 def _series(sub) -> list[tuple[str, object]]:
     """(label, Stats) per method of a block, in the tables' method order."""
+    sub = with_keys(sub)
     out = []
     for key in sorted(set(sub["_key"]), key=method_order):
         runs = one_per_seed(of_key(sub, key))
@@ -37,9 +100,35 @@ def _series(sub) -> list[tuple[str, object]]:
     return out
 
 
-def _save(fig, out_dir: Path, stem: str) -> list[Path]:
+def paper_points(problem: str, objective: str) -> dict[str, dict[str, float]]:
+    """The paper's figures for a block, by our method label: ``gap_mean``, ``time_ms``, ``ineq_viol_mean``
+    (NaN where it prints none); the first table that has the row wins. A problem the paper has under one
+    objective only (the portfolio: printed as QP, its published data linear) takes that objective's rows, as
+    the tables do."""
+    out: dict[str, dict[str, float]] = {}
+    rows = [r for r in paper.paper_rows() if r.problem == problem and r.table != "proposedinit"]
+    if len({r.objective for r in rows}) > 1:
+        rows = [r for r in rows if r.objective == objective]
+    for row in rows:
+        key = PAPER_LABELS.get(row.method)
+        label = method_label(key) if key is not None else row.method
+        if label not in out:
+            out[label] = {
+                name: _float(getattr(row, name)) for name in ("gap_mean", "time_ms", "ineq_viol_mean", "ineq_viol_worst")
+            }
+    return out
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _save(fig, out_dir: Path, stem: str, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     paths = []
-    for ext in FORMATS:
+    for ext in formats:
         path = out_dir / f"{stem}.{ext}"
         metadata = {"CreationDate": None} if ext == "pdf" else {"Software": None}
         fig.savefig(path, format=ext, dpi=150, bbox_inches="tight", metadata=metadata)
@@ -47,89 +136,264 @@ def _save(fig, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
-def gap_time_figure(series, title: str):
-    """Scatter of mean gap (%) against mean time per instance (ms, log axis), error bars = std over seeds."""
-    from matplotlib.figure import Figure
+def _titles(fig, ax, title: str, subtitle: str) -> None:
+    fig.suptitle(title, fontsize=10)
+    ax.set_title(subtitle, fontsize=8)
 
-    fig = Figure(figsize=(6.0, 4.2))
+
+# --- figures ------------------------------------------------------------------------------------------------
+def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str, dict[str, float]] | None = None):
+    """Mean gap (%) against mean time per instance (ms, log axis), error bars = std over seeds; the paper's
+    points, where it has them, as hollow markers of the same method's colour and shape (methods only the paper
+    has get their own entry). Returns None when no method of ours has a point."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    points = [(label, s) for label, s in series if s.mean["test/time_ms"] > 0 and not math.isnan(s.mean["test/gap_mean"])]
+    if not points:
+        return None
+    refs = {label: r for label, r in (reference or {}).items() if r["time_ms"] > 0 and not math.isnan(r["gap_mean"])}
+    ours = [label for label, _ in points]
+    index = {label: i for i, label in enumerate(ours + sorted(set(refs) - set(ours)))}
+    fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     gaps = []
-    for i, (label, s) in enumerate(series):
-        t, g = s.mean["test/time_ms"], s.mean["test/gap_mean"]
+    for label, s in points:
+        i, t, g = index[label], s.mean["test/time_ms"], s.mean["test/gap_mean"]
         gaps.append(g)
-        if math.isnan(t) or math.isnan(g) or t <= 0:
-            continue
         xerr = s.std["test/time_ms"] if s.seeds > 1 else None
         yerr = s.std["test/gap_mean"] if s.seeds > 1 else None
-        ax.errorbar(t, g, xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], capsize=3, label=f"{label} ({s.seeds})")
+        ax.errorbar(t, g, xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], color=color(i), capsize=3,
+                    label=f"{label} ({s.seeds})")
+        if len(points) == 1:  # one dot alone: say what it is beside it
+            ax.annotate(f"{label}: {g:.2f} %", (t, g), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    for label, ref in refs.items():
+        i = index[label]
+        gaps.append(ref["gap_mean"])
+        ax.plot(ref["time_ms"], ref["gap_mean"], MARKERS[i % len(MARKERS)], ls="", mfc="none", mec=color(i), ms=9,
+                mew=1.4, label=None if label in ours else f"{label} (paper only)")
     ax.set_xscale("log")
     ax.set_xlabel("time per instance, batch 1 (ms, log scale)")
-    finite = [abs(g) for g in gaps if not math.isnan(g)]
-    if finite and max(finite) > 100.0:
-        # A diverged soft method (gap -1e4 %) would flatten every other point onto the axis: symmetric log
-        # keeps 0-1 % readable and still places the outlier where it is.
+    if gaps and max(abs(g) for g in gaps) > 100.0:
+        # A diverged soft method (gap -1e4 %) would flatten every other point onto the axis.
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylabel("optimality gap, mean over test set (%, symlog)")
     else:
         ax.set_ylabel("optimality gap, mean over test set (%)")
-    ax.set_title(title)
+    _titles(fig, ax, title, subtitle)
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, title="method (seeds)", title_fontsize=7, loc="best")
+    ax.margins(y=0.08)
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda j: labels[j].endswith("(paper only)"))  # ours first
+    handles, labels = [handles[j] for j in order], [labels[j] for j in order]
+    if refs:
+        handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="0.35", ms=8))
+        labels.append("hollow: the paper (other hardware)")
+    ax.legend(handles, labels, fontsize=7, title="method (seeds)", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
-def violation_figure(series, title: str):
-    """Bars of mean and worst relative inequality violation per method (log axis, zeros at the floor)."""
+def _symlog_violation_axis(ax, label: str) -> None:
+    ax.set_yscale("symlog", linthresh=VIOLATION_LINTHRESH, linscale=0.6)
+    ax.set_ylim(bottom=-0.25 * VIOLATION_LINTHRESH)  # a hair below 0: a line at zero stays off the spine
+    ax.set_ylabel(f"{label} (symlog)")
+    ax.text(0.01, 0.99, f"0 is drawn at zero; linear below {VIOLATION_LINTHRESH:g}", transform=ax.transAxes,
+            fontsize=6, va="top", color="0.3")
+
+
+def violation_figure(series, title: str, subtitle: str = "", reference: dict[str, dict[str, float]] | None = None):
+    """Bars of mean and worst relative inequality violation per method on a symmetric-log axis: a zero is a
+    bar of height zero labelled ``0``. The paper's mean and worst, where it prints them, as grey ticks."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(max(4.0, 0.7 * len(series) + 2.0), 4.2))
+    rows = [(label, s) for label, s in series
+            if not (math.isnan(s.mean["test/ineq_viol_mean"]) and math.isnan(s.mean["test/ineq_viol_worst"]))]
+    if not rows:
+        return None
+    fig = Figure(figsize=(max(4.6, 0.8 * len(rows) + 2.4), 4.4))
     ax = fig.add_subplot()
-    labels = [label for label, _ in series]
     width = 0.38
     for offset, col, name in ((-width / 2, "test/ineq_viol_mean", "mean"), (width / 2, "test/ineq_viol_worst", "worst")):
-        values = [s.mean[col] for _, s in series]
-        heights = [max(v, VIOLATION_FLOOR) if not math.isnan(v) else VIOLATION_FLOOR for v in values]
-        ax.bar([i + offset for i in range(len(series))], heights, width, label=name)
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=VIOLATION_FLOOR / 2)
-    ax.set_xticks(range(len(series)), labels, rotation=35, ha="right", fontsize=7)
-    ax.set_ylabel("inequality violation (relative norm)")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    ax.text(0.01, 0.99, f"zeros drawn at {VIOLATION_FLOOR:g}", transform=ax.transAxes, fontsize=7, va="top")
+        xs = [i + offset for i in range(len(rows))]
+        values = [s.mean[col] for _, s in rows]
+        ax.bar(xs, [0.0 if math.isnan(v) else v for v in values], width, label=name)
+        for x, v in zip(xs, values):
+            if math.isnan(v) or v < VIOLATION_LINTHRESH:  # no visible bar: say what is there
+                text = "n/a" if math.isnan(v) else ("0" if v == 0.0 else f"{v:.0e}")
+                ax.annotate(text, (x, 0.0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=6,
+                            rotation=0 if len(text) < 3 else 90, va="bottom")
+        ref_key = "ineq_viol_mean" if name == "mean" else "ineq_viol_worst"
+        for x, (label, _) in zip(xs, rows):
+            ref = (reference or {}).get(label, {}).get(ref_key, math.nan)
+            if not math.isnan(ref):
+                ax.plot([x - width / 2, x + width / 2], [ref, ref], color="0.3", lw=1.5,
+                        label="paper" if "paper" not in ax.get_legend_handles_labels()[1] else None)
+    _symlog_violation_axis(ax, "inequality violation (relative norm)")
+    ax.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=35, ha="right", fontsize=7)
+    _titles(fig, ax, title, subtitle)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
     return fig
 
 
-def make_figures(results, out_dir: str | Path, study: str | None = None, where: dict | None = None) -> list[Path]:
-    """Write ``<problem>_<objective>_gap_time`` and ``..._violations`` (PNG and PDF) per problem, plus
-    ``captions.md``; returns the paths written. ``results``, ``study``, ``where``: as ``make_tables``
-    (only ``ok`` runs are drawn: a diverged run has no figure to show)."""
-    from hardlinear.results import report_table
+def read_epoch_log(run_dir: str | Path):
+    """A run's ``epochs.csv`` as a DataFrame, or None when it is absent or unreadable."""
+    import pandas as pd
 
-    df = report_table(results, study=study, where=where)
-    df = with_keys(df[df["status"].isin(["ok", ""]) & (df["experiment"] != PENALTY_EXPERIMENT)])
+    path = Path(run_dir) / "epochs.csv"
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError):
+        return None
+
+
+CURVES = (("val/gap_mean", "validation gap, mean (%)"), ("val/ineq_viol_mean", "validation ineq. violation, mean"))
+
+
+def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict[str, dict[str, float]] | None = None):
+    """Validation gap and inequality violation per epoch, one line per method (mean over seeds) with the
+    seeds' min-max as a band, from each run's ``epochs.csv``; the paper's final test gap as a grey marker at
+    the last epoch. Returns ``(figure or None, run directories not found)``; methods with nothing trained (a run
+    directory without ``epochs.csv``) have no curve, and a block with no curve gives no figure."""
+    import numpy as np
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    runs = with_keys(runs)
+    curves, missing = [], []
+    for key in sorted(set(runs["_key"]), key=method_order):
+        logs = []
+        for record in one_per_seed(of_key(runs, key)).to_dict("records"):
+            log = read_epoch_log(record["run_dir"])
+            if log is not None and "epoch" in log.columns and any(c in log.columns for c, _ in CURVES):
+                logs.append(log)
+            elif not Path(record["run_dir"]).is_dir():  # a run dir without a log: nothing was trained (LDR)
+                missing.append(str(record["run_dir"]))
+        if logs:
+            curves.append((method_label(key), logs))
+    if not curves:
+        return None, missing
+    fig = Figure(figsize=(11.0, 4.2))
+    axes = fig.subplots(1, 2)
+    for ax, (col, label) in zip(axes, CURVES):
+        drawn = False
+        for i, (name, logs) in enumerate(curves):
+            frames = [lg[["epoch", col]].dropna() for lg in logs if col in lg.columns]
+            frames = [f for f in frames if len(f)]
+            if not frames:
+                continue
+            table = pd.concat([f.set_index("epoch")[col].rename(j) for j, f in enumerate(frames)], axis=1).sort_index()
+            epochs = table.index.to_numpy()
+            values = table.to_numpy(dtype=float)
+            mean = np.nanmean(values, axis=1)
+            shade = color(i)
+            tag = f"{name} ({len(frames)} seed{'s' if len(frames) > 1 else ''})"
+            if len(epochs) == 1:  # one validation point: a labelled marker, not a lone dot
+                ax.plot(epochs, mean, MARKERS[i % len(MARKERS)], color=shade, label=tag)
+                ax.annotate(f"{mean[0]:.3g}", (epochs[0], mean[0]), textcoords="offset points", xytext=(5, 5), fontsize=7)
+            else:
+                ax.plot(epochs, mean, color=shade, lw=1.4, label=tag)
+                if len(frames) > 1:
+                    ax.fill_between(epochs, np.nanmin(values, axis=1), np.nanmax(values, axis=1), color=shade, alpha=0.2, lw=0)
+            ref = (reference or {}).get(name, {}).get("gap_mean" if col == "val/gap_mean" else "ineq_viol_mean", math.nan)
+            if not math.isnan(ref):
+                ax.plot(epochs[-1], ref, "D", mfc="none", mec=shade, ms=7)
+            drawn = True
+        if not drawn:
+            ax.set_visible(False)
+            continue
+        ax.set_xlabel("epoch")
+        if col == "val/ineq_viol_mean":
+            _symlog_violation_axis(ax, label)
+        else:
+            finite = [v for _, logs in curves for lg in logs if col in lg.columns for v in lg[col].dropna()]
+            if finite and max(abs(v) for v in finite) > 100.0:
+                ax.set_yscale("symlog", linthresh=1.0)
+                label = label.replace("(%)", "(%, symlog)")
+            ax.set_ylabel(label)
+        starts = [int(lg.loc[lg["phase"] == "train", "epoch"].min()) for _, logs in curves for lg in logs
+                  if "phase" in lg.columns and (lg["phase"] == "pretrain").any() and (lg["phase"] == "train").any()]
+        if starts:  # where pre-training (MSE to the rule) hands over to the objective
+            ax.axvline(min(starts) - 0.5, color="0.5", ls=":", lw=1)
+            ax.annotate("pre-training ends", (min(starts) - 0.5, 0.5), xycoords=("data", "axes fraction"),
+                        xytext=(-3, 0), textcoords="offset points", ha="right", va="center", rotation=90,
+                        fontsize=6, color="0.4")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"{title}: training curves\n{subtitle}" + ("  |  hollow diamonds: paper's final test figure" if reference else ""), fontsize=9)
+    return fig, missing
+
+
+# --- one study, every figure --------------------------------------------------------------------------------
+def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...] = FORMATS) -> tuple[list[Path], list[str]]:
+    """Every figure of one study's runs into ``out_dir`` (each in ``formats``); returns (paths written, caption
+    lines)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    captions = ["# Figures", ""]
-    blocks = sorted({(str(p), str(o), str(f)) for p, o, f in zip(df["problem"], df["objective"], df["form"])})
-    for problem, objective, form in blocks:
-        sub = df[(df["problem"] == problem) & (df["objective"] == objective) & (df["form"] == form)]
+    captions: list[str] = []
+    for problem, objective, form in _blocks(runs):
+        sub = _block(runs, problem, objective, form)
         series = _series(sub)
         suffix = "" if form in ("", "standard") else f"_{form}"
         stem = f"{problem}_{objective}{suffix}"
         title = problem_title(problem, objective) + ("" if not suffix else f" ({form} form)")
-        written += _save(gap_time_figure(series, title), out_dir, f"{stem}_gap_time")
-        written += _save(violation_figure(series, title), out_dir, f"{stem}_violations")
-        captions += [
-            f"- `{stem}_gap_time`: {title}. Mean optimality gap against mean time per instance at batch 1 "
-            "(log axis), one marker per method; error bars are standard deviations over seeds (the number of "
-            "seeds is in the legend).",
-            f"- `{stem}_violations`: {title}. Mean and worst relative inequality violation per method over the "
-            f"test set (means over seeds), log axis; zero violations are drawn at the floor {VIOLATION_FLOOR:g}.",
-        ]
+        subtitle = _subtitle(sub, study)
+        reference = paper_points(problem, objective)
+        fig = gap_time_figure(series, title, subtitle, reference)
+        if fig is not None:
+            written += _save(fig, out_dir, f"{stem}_gap_time", formats)
+            captions.append(
+                f"- `{stem}_gap_time`: {title} ({subtitle}). Mean optimality gap against mean time per instance at "
+                "batch 1 (log axis), one marker per method; error bars are standard deviations over seeds (their "
+                "number in the legend). Hollow grey markers: the paper's figures (its times are on a T4 GPU and an "
+                "M2 Pro CPU, not comparable with ours)."
+            )
+        fig = violation_figure(series, title, subtitle, reference)
+        if fig is not None:
+            written += _save(fig, out_dir, f"{stem}_violations", formats)
+            captions.append(
+                f"- `{stem}_violations`: {title} ({subtitle}). Mean and worst relative inequality violation per "
+                f"method over the test set (means over seeds) on a symmetric-log axis, linear below "
+                f"{VIOLATION_LINTHRESH:g}: a zero is drawn at zero and labelled 0. Grey ticks: the paper's figures."
+            )
+        fig, missing = training_curves_figure(sub, title, subtitle, reference)
+        if fig is not None:
+            written += _save(fig, out_dir, f"{stem}_training", formats)
+            captions.append(
+                f"- `{stem}_training`: {title} ({subtitle}). Validation gap and inequality violation per epoch "
+                "(validation runs every `trainer.val_every` epochs), mean over seeds with the seeds' min-max band."
+            )
+        if missing:
+            captions.append(f"- {stem}: no training curves for {len(missing)} run(s) without an `epochs.csv` "
+                            f"(run directory not found here), e.g. {missing[0]}")
+    return written, captions
+
+
+def make_figures(results, out_dir: str | Path, study: str | None = None, where: dict | None = None,
+                 formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Figures of ``results`` (every study, or the one named; ``where`` filters on any config key) into
+    ``out_dir`` (one study) or ``out_dir/<study>/`` (several), plus ``captions.md``; returns the paths written.
+    ``results``, ``study``, ``where``: as ``make_tables`` (only ``ok`` runs are drawn: a diverged run has no
+    figure to show). A cell whose runs differ in a setting other than the seed raises ``MixedSettings``."""
+    runs = runs_frame(results, where=where)
+    studies = sorted(set(runs["study"]))
+    if study is not None:
+        if study not in studies:
+            raise ValueError(f"no ok runs of study {study!r} to draw; studies with some: {', '.join(studies) or 'none'}")
+        runs, studies = runs[runs["study"] == study], [study]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    captions = ["# Figures", ""]
+    for name in studies:
+        folder = out_dir if len(studies) == 1 else out_dir / name
+        paths, lines = study_figures(runs[runs["study"] == name], folder, name, formats)
+        written += paths
+        if len(studies) > 1:
+            captions += [f"## Study {name}", ""]
+        captions += [*lines, ""]
     path = out_dir / "captions.md"
-    path.write_text("\n".join(captions) + "\n")
+    path.write_text("\n".join(captions).rstrip("\n") + "\n")
     written.append(path)
     return written

@@ -79,7 +79,7 @@ def solve_batch(
     if bad and not allow_failures:
         raise SolverError(
             f"{name} did not solve {len(bad)} of {len(status)} instances of {problem.name} to optimality "
-            f"(first: instance {bad[0]}, status {status[bad[0]]!r}); try solver='clarabel'"
+            f"(first: instance {bad[0]}, status {status[bad[0]]!r}); {_failure_hint(problem, name, [status[i] for i in bad])}"
         )
     y_orig = np.stack([r.y for r in results]) if results else np.zeros((0, problem.n_orig))
     with torch.no_grad():
@@ -92,3 +92,14 @@ def solve_batch(
         iterations=np.array([r.iterations for r in results]),
         solver=name,
     )
+
+
+def _failure_hint(problem, solver: str, statuses: list[str]) -> str:
+    """What to do about failed solves: infeasible instances point at the input box (the uncertainty level),
+    anything else at another solver (never the one that just failed)."""
+    level = getattr(problem, "uncertainty", None)
+    if any("infeas" in str(s).lower() for s in statuses):
+        where = f" at problem.uncertainty={level:g}" if level is not None else ""
+        return f"these inputs have no feasible point{where}: the input box reaches instances with no solution; lower problem.uncertainty"
+    others = [b for b in ("clarabel", "highs") if b != solver]
+    return f"try data.solver={others[0]}" + (f", or lower problem.uncertainty (now {level:g})" if level is not None else "")

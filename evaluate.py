@@ -1,0 +1,50 @@
+"""Evaluate a saved run again, on new test data: ``python evaluate.py RUN_DIR [--test-seed S] [--inputs FILE]``.
+
+Writes a record (``record.json``: study ``<the run's study>-eval`` or ``--study``, so ``make tables`` and the
+loader see it), ``metrics.json`` and ``predictions.npz`` into ``RUN_DIR/eval/<time>-<data>/`` (or ``--out``);
+prints the headline figures. See README "Saved models".
+"""
+
+import argparse
+import sys
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory holding checkpoint.pt")
+    parser.add_argument("--test-seed", type=int, default=None, help="seed of a new test set (default: the run's)")
+    parser.add_argument("--test-size", type=int, default=None, help="instances in it (default: the run's)")
+    parser.add_argument("--inputs", default=None, help="your own inputs instead: .npy, .npz (array xi) or .csv, shape (N, k)")
+    parser.add_argument("--out", default=None, help="output folder (default: RUN_DIR/eval/<time>-<data>)")
+    parser.add_argument("--study", default=None, help="study of the new record (default: <the run's study>-eval)")
+    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache (default: the run's cache_dir)")
+    args = parser.parse_args()
+    if args.test_seed is not None and not 0 <= args.test_seed < 2**63:
+        parser.error(f"--test-seed must be in [0, 2**63); got {args.test_seed}")
+    if args.test_size is not None and args.test_size < 1:
+        parser.error(f"--test-size must be >= 1; got {args.test_size}")
+    if args.inputs is not None and (args.test_seed is not None or args.test_size is not None):
+        parser.error("--inputs replaces the sampled test set: drop --test-seed and --test-size")
+
+    from hardlinear.checkpoint import CheckpointError
+    from hardlinear.reevaluate import evaluate_run
+    from hardlinear.results import BadRecord
+
+    try:
+        record = evaluate_run(
+            args.run_dir, test_seed=args.test_seed, test_size=args.test_size, inputs=args.inputs,
+            out_dir=args.out, cache_dir=args.cache_dir, study=args.study,
+        )
+    except (CheckpointError, BadRecord, FileExistsError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"[hardlinear] evaluated {record.get('problem', '?')}/{record.get('method', '?')} on {record['data.test_size']} "
+        f"instances: gap {record['test/gap_mean']:.3f}% (worst {record['test/gap_worst']:.3f}), "
+        f"eq {record['test/eq_viol_worst']:.1e}, ineq {record['test/ineq_viol_worst']:.1e} (study {record['study']}) -> {record['out_dir']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Saved models: the run's kept checkpoint on disk, its reload, and the TorchScript export of the proposed model.
+
+``<run_dir>/checkpoint.pt`` (one file, written atomically: temp file, fsync, rename) holds
+
+* ``state_dict``: every tensor of the method (the network's weights and batch-norm statistics, its input
+  standardisation, the decision rule's coefficients, DC3's completion indices, ALM's multipliers), on the CPU;
+* ``standardisation`` and ``rule``: the same standardisation buffers and the rule's margin ``t*``, spelled out
+  for a reader who opens the file without the code;
+* ``config``: the run's resolved config, from which :func:`load_run` rebuilds the problem and the method;
+* ``probe``: a few validation inputs and the method's predictions on them at save time. :func:`load_run`
+  replays them and refuses a reload whose outputs differ (a code change since the run, a different rule), so a
+  reloaded model is the run's model or an error, never something close to it.
+
+Methods with nothing trained (``ldr``, ``optimizer``) are saved the same way: their state is the rule (or
+nothing) and the config.
+
+Reload: ``method.setup`` rebuilds the structure from the config (the rule from the cache when it is there,
+else solved again), then the saved tensors replace it, so the weights and the rule are the run's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hardlinear.data import atomic_write_bytes
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "checkpoint.pt"
+FORMAT_VERSION = 1
+PROBE_ROWS = 16
+"""Validation inputs whose predictions are stored with the checkpoint and replayed on reload."""
+PROBE_RTOL = 1e-12
+"""Largest relative difference (to the probe's largest magnitude) a reload may show; 0 in practice (the
+same float64 operations on the same tensors), kept above 0 for BLAS builds that order sums differently."""
+
+
+class CheckpointError(RuntimeError):
+    """A run directory without a usable checkpoint, or a reload that does not reproduce the run's outputs."""
+
+
+def checkpoint_path(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / CHECKPOINT_NAME
+
+
+def _cpu_state(method: torch.nn.Module) -> dict[str, Any]:
+    """The state dict on the CPU; non-tensor entries (the rule's metadata, ``get_extra_state``) as they are."""
+    return {k: v.detach().to("cpu").clone() if torch.is_tensor(v) else v for k, v in method.state_dict().items()}
+
+
+def _standardisation(method: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The ``Standardize`` buffers of the method's network (empty for methods without one)."""
+    from hardlinear.train.network import Standardize
+
+    for name, module in method.named_modules():
+        if isinstance(module, Standardize):
+            return {"module": name, "mean": module.mean.detach().cpu().clone(), "inv_std": module.inv_std.detach().cpu().clone()}
+    return {}
+
+
+@torch.no_grad()
+def save_checkpoint(
+    run_dir: str | os.PathLike,
+    method: torch.nn.Module,
+    config: dict[str, Any],
+    probe_xi: torch.Tensor | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``<run_dir>/checkpoint.pt`` for a set-up (and trained) ``method``; returns its path.
+
+    ``config``: the run's resolved config (plain dict). ``probe_xi: (P, k)``: inputs (float64) whose
+    predictions are stored for :func:`load_run` to replay (the first :data:`PROBE_ROWS` are kept).
+    ``extra``: small plain values kept beside (e.g. the best epoch).
+    """
+    was_training = method.training
+    method.eval()
+    probe = None
+    if probe_xi is not None:
+        xi = probe_xi[:PROBE_ROWS].detach().to(torch.float64)
+        device = _device_of(method)
+        y = method.predict(xi.to(device)).y
+        probe = {"xi": xi.cpu().clone(), "y": y.detach().to("cpu", torch.float64).clone()}
+    payload = {
+        "format": FORMAT_VERSION,
+        "method": getattr(method, "name", type(method).__name__),
+        "method_class": f"{type(method).__module__}.{type(method).__qualname__}",
+        "trainable": bool(getattr(method, "trainable", False)),
+        "state_dict": _cpu_state(method),
+        "standardisation": _standardisation(method),
+        "rule": {"t_star": float(getattr(method, "t_star", float("nan")))},
+        "config": json.loads(json.dumps(config, default=str)),  # plain types only: loads with weights_only
+        "probe": probe,
+        "torch": str(torch.__version__),
+        "extra": dict(extra or {}),
+    }
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    path = checkpoint_path(run_dir)
+    atomic_write_bytes(path, buf.getvalue())
+    _fsync_dir(path.parent)
+    method.train(was_training)
+    return path
+
+
+def _device_of(method: torch.nn.Module) -> torch.device:
+    return next((t.device for t in method.state_dict().values() if torch.is_tensor(t)), torch.device("cpu"))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The checkpoint's payload (tensors on the CPU); :class:`CheckpointError` naming the path if absent or
+    unreadable."""
+    path = checkpoint_path(run_dir)
+    if not path.is_file():
+        raise CheckpointError(
+            f"no saved model at {path}: is {path.parent} a run directory? Runs recorded before checkpoints were "
+            "saved have none: rerun that configuration (its config.json is in the run directory) to get one"
+        )
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means the same thing to the user
+        raise CheckpointError(f"{path} cannot be read ({type(err).__name__}: {err}); it is damaged or not a checkpoint") from err
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
+        raise CheckpointError(f"{path} is not a hardlinear checkpoint of format {FORMAT_VERSION}")
+    return payload
+
+
+def load_run(
+    run_dir: str | os.PathLike,
+    *,
+    device: str = "cpu",
+    cache_dir: str | os.PathLike | None = None,
+    verify: bool = True,
+):
+    """The method of a finished run, set up on its problem with the run's weights and rule, in eval mode.
+
+    ``method.predict(xi)`` gives the outputs the run gave (checked on the stored probe inputs when ``verify``:
+    :class:`CheckpointError` otherwise). ``method.problem`` is the rebuilt problem; ``method.run_config`` the
+    run's resolved config. ``cache_dir`` overrides where the rule's cache is looked for (default: the run's).
+    """
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from hardlinear.methods.base import Context, check_dtype
+
+    payload = read_checkpoint(run_dir)
+    config = payload["config"]
+    cfg = OmegaConf.create(config)
+    problem = problem_from_config(config)
+    method = instantiate(cfg.method, _convert_="all")
+    ctx = Context(
+        cache_dir=str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache")),
+        device=device,
+        dtype=check_dtype(config.get("dtype", "float32")),
+        seed=int(config.get("seed", 0)),
+        progress=False,
+        network=dict(config.get("network") or {}),
+    )
+    method.setup(problem, ctx)
+    method.to(device)
+    state = {k: v.to(device) if torch.is_tensor(v) else v for k, v in payload["state_dict"].items()}
+    try:
+        method.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"{checkpoint_path(run_dir)} does not fit {payload['method']} as the code builds it now: "
+            f"{str(err).splitlines()[0]}"
+        ) from err
+    method.eval()
+    method.run_config = config
+    method.checkpoint_extra = payload.get("extra", {})
+    if verify and payload.get("probe"):
+        verify_probe(method, payload["probe"], run_dir)
+    return method
+
+
+def problem_from_config(config: dict[str, Any]):
+    """The problem a resolved run config names (its ``problem`` section minus the training schedule)."""
+    from hardlinear.problems import build_problem
+
+    options = {k: v for k, v in dict(config["problem"]).items() if k != "train"}
+    name = options.pop("name")
+    return build_problem(name, **{k: v for k, v in options.items() if v is not None or k == "uncertainty"})
+
+
+@torch.no_grad()
+def verify_probe(method, probe: dict[str, torch.Tensor], run_dir: str | os.PathLike = "") -> float:
+    """Replay the stored probe; returns the largest relative difference, raises above :data:`PROBE_RTOL`."""
+    device = _device_of(method)
+    y = method.predict(probe["xi"].to(device)).y.to("cpu", torch.float64)
+    diff = relative_difference(y, probe["y"])
+    if not diff <= PROBE_RTOL:
+        raise CheckpointError(
+            f"the model reloaded from {run_dir} does not reproduce its saved outputs (largest relative "
+            f"difference {diff:.3g} > {PROBE_RTOL:g}): the code or the rule changed since the run; "
+            "load_run(..., verify=False) loads it anyway"
+        )
+    return diff
+
+
+# --- export --------------------------------------------------------------------------------------------------
+class _Inference(torch.nn.Module):
+    """``xi: (B, k) float64 -> y: (B, n)``: the proposed method's inference as one module (network, then the
+    feasibility layer), the form that TorchScript tracing records soundly (see :func:`export`)."""
+
+    def __init__(self, method) -> None:
+        super().__init__()
+        self.net, self.layer, self.layer_dtype = method.net, method.layer, method.layer_dtype
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        from hardlinear.methods.penalty import run_net
+
+        return self.layer(xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype))
+
+
+EXPORT_RTOL = 1e-12
+"""Largest relative difference allowed between the exported module and the reloaded method's ``predict`` (the
+model the run evaluated) on the check inputs: the same operations on the same tensors, so 0 in practice."""
+FUSED_RTOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+"""... and against ``fuse(method)``, by the network's dtype: the fused path never forms the float32 task output
+(its rounding, ~1e-7 relative, is the difference; :mod:`hardlinear.layers.fused`), in float64 ~1e-13."""
+
+
+@torch.no_grad()
+def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int = 256) -> Path:
+    """Write the run's proposed model as TorchScript (``torch.jit.load(path)(xi) -> y``, float64 in and out).
+
+    Why the network and the layer are traced rather than ``fuse(method)``: the fused module takes data-dependent
+    shortcuts (rows already feasible skip the blend; batch-1 and chunked paths), and ``torch.jit.trace`` records
+    only the path its example took, so a trace of it would drop the blend for other inputs; ``torch.jit.script``
+    does not compile it. The network-and-layer path computes every row the same way, so its trace holds for any
+    finite input. Before writing, the trace is checked on fresh inputs from the box and on its corners against
+    the reloaded ``method.predict`` (:data:`EXPORT_RTOL`) and against ``fuse(method)`` (:data:`FUSED_RTOL`); a
+    mismatch raises :class:`CheckpointError` and nothing is written. Not covered: inputs with NaN or inf (the
+    trace assumes finite rows) and the out-of-domain warning (only the eager model warns).
+    """
+    from hardlinear.layers.fused import fuse
+
+    method = load_run(run_dir)
+    if not hasattr(method, "layer") or not hasattr(method, "net"):
+        raise CheckpointError(f"export supports the proposed method (network + feasibility layer); {run_dir} is {method.name}")
+    problem = method.problem
+    module = _Inference(method).eval()
+    example = problem.sample(64, generator=torch.Generator().manual_seed(0)).to(torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the shape checks: constant for a given model
+        traced = torch.jit.trace(module, (example,), check_trace=False)
+    xi = check_inputs(problem, check_size)
+    got = traced(xi)
+    net_dtype = next(method.net.parameters()).dtype
+    fused_tol = FUSED_RTOL.get(net_dtype, 1e-5)
+    predict_tol = fused_tol if getattr(method, "fused_inference", False) else EXPORT_RTOL  # predict runs fused then
+    for name, reference, tol in (
+        ("method.predict", method.predict(xi).y, predict_tol),
+        ("fuse(method)", fuse(method)(xi), fused_tol),
+    ):
+        diff = relative_difference(got, reference)
+        if not diff <= tol:
+            raise CheckpointError(f"the traced model differs from {name} by {diff:.3g} (relative) > {tol:g}; not written")
+    path = Path(path)
+    buf = io.BytesIO()
+    torch.jit.save(traced, buf)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``max |a - b| / max(max |b|, 1)``; inf when the shapes differ."""
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a.double() - b.double()).abs().max()) / max(float(b.abs().max()), 1.0)
+
+
+def check_inputs(problem, size: int, seed: int = 1) -> torch.Tensor:
+    """``(size + 2, k)`` float64: uniform inputs from the box plus its low and high corners (where rules bind)."""
+    box = problem.box
+    lo = torch.as_tensor(box.lo, dtype=torch.float64).unsqueeze(0)
+    hi = torch.as_tensor(box.hi, dtype=torch.float64).unsqueeze(0)
+    xi = problem.sample(size, generator=torch.Generator().manual_seed(seed)).to(torch.float64)
+    return torch.cat([xi, lo, hi])

@@ -1,0 +1,84 @@
+"""Command-line overrides of keys that do not exist, caught before Hydra answers them.
+
+Hydra rejects ``trainer.epoch=5`` with "Could not override 'trainer.epoch' ... use +trainer.epoch", which is the
+wrong fix: ``+`` adds a key that no code reads (validation then rejects it). :func:`unknown_override_errors`
+composes the config with the command line's group choices and names each plain override whose key is not in
+it, with the closest existing key. Imports neither numpy nor torch (``run.py`` sizes their thread pools later).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+
+_ABSENT = object()
+
+# Top-level keys of older versions and what replaced them (also checked by ``schemas.validate_config``).
+RENAMED_KEYS = {
+    "skip_recorded": "skip_recorded was replaced by rerun=true (the default skips a run whose identity is recorded; "
+                     "rerun=true runs it again)",
+    "results_csv": "results_csv was replaced by results_dir (a folder: each run writes record.json in its run "
+                   "directory, and the loader reads the records under results_dir)",
+}
+
+
+def _overrides(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """``(key, value)`` of the plain ``key=value`` overrides (no ``+``, ``++`` or ``~``; flags skipped)."""
+    out = []
+    for arg in argv:
+        if arg.startswith(("-", "+", "~")) or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        if key and "@" not in key and not key.startswith("hydra"):
+            out.append((key, value))
+    return out
+
+
+def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_name: str = "config") -> list[str]:
+    """One message per override of a key the composed config does not have; [] when all exist (or when the
+    config cannot be composed: Hydra then reports that itself)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    config_dir = Path(config_dir).resolve()
+    pairs = _overrides(argv)
+    renamed = [RENAMED_KEYS[k] for k, _ in pairs if k in RENAMED_KEYS]
+    if renamed:  # known without composing the config
+        return renamed
+    groups = {k for k, _ in pairs if "." not in k and (config_dir / k).is_dir()}
+    candidates = [k for k, _ in pairs if k not in groups]
+    if not candidates:
+        return []
+    choices = []
+    for key, value in pairs:
+        if key in groups:
+            if any(c in value for c in "()[]{}*"):
+                return []  # a sweep function or glob: the choices are not known here
+            choices.append(f"{key}={value.split(',')[0]}")  # a sweep over choices: its first one
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=choices)
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return []
+    errors = []
+    for key in candidates:
+        if OmegaConf.select(cfg, key, default=_ABSENT, throw_on_resolution_failure=False) is not _ABSENT:
+            continue
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False) if parent else cfg
+        keys = [str(k) for k in node.keys()] if OmegaConf.is_dict(node) else []
+        if not keys and parent:
+            errors.append(f"unknown key {key}: the config has no section {parent!r}")
+            continue
+        close = difflib.get_close_matches(leaf, keys, n=1)
+        where = f"{parent}." if parent else ""
+        hint = f"; did you mean {where}{close[0]}?" if close else ""
+        listing = f" ({parent or 'the config'} has: {', '.join(sorted(keys))})"
+        errors.append(
+            f"unknown key {key}{hint}{listing}. Hydra's '+{key}' would add a key that nothing reads; "
+            "fix the name instead"
+        )
+    return errors

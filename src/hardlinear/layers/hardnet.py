@@ -1,0 +1,129 @@
+"""HardNet-Aff's closed-form correction (Min, Azizan et al., "Hard-constrained neural networks"), written from
+the paper's formula, for ``C(x) = {y : G y = g(x), H(x) y <= h(x)}`` with a constant ``G``.
+
+Equalities are eliminated first, as HardNet's own code does for DC3's problems (its ``complete_partial``: the
+network predicts the free variables, the equalities complete the rest); here the free coordinates are those of
+an orthonormal basis of ``null(G)`` (:mod:`hardlinear.layers.reduced`) rather than a subset of the variables,
+which spans the same affine set. With ``y = c(x) + N u`` the inequalities are ``M(x) u <= s(x)``,
+``M = H N: (m, d)``, ``s = h - H c``, and the correction of a network output ``u`` is
+
+    u* = u - M(x)^+ ReLU(M(x) u - s(x)).
+
+If ``M(x)`` has full row rank (``m <= d``), ``M M^+ = I`` and ``M u* = min(M u, s)`` row by row: every violated
+row lands on its bound, every satisfied row is left where it was. Without full row rank ``M M^+`` is not the
+identity and nothing is guaranteed, so the layer refuses such families (:class:`NotApplicable`): for a
+constant ``H`` the rank is exact (an SVD); for ``H(x)`` it is checked at the box's centre, vertices and random
+inputs, and an input where the rank is lost anyway gets the pseudo-inverse's least-squares correction (not
+feasible; counted in ``last_stats["rank_deficient"]``).
+
+Rounding: the corrected rows sit exactly on their bounds, so float64 rounding may cross them by about
+``eps cond(M) (||M|| ||u|| + ||s||)`` (no guard; the test suite measures it). A non-finite network output
+propagates to the output (HardNet has no fallback point).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from hardlinear.constraints import ConstraintFamily
+from hardlinear.layers.equality import Float64Constants
+from hardlinear.layers.reduced import ReducedInequalities, check_inputs
+from hardlinear.methods.base import NotApplicable
+
+
+def _rank(singular_values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Numerical rank of each matrix from its singular values ``(..., min(shape))``: LAPACK's default tolerance."""
+    tol = max(shape) * torch.finfo(torch.float64).eps * singular_values.amax(dim=-1, keepdim=True)
+    return (singular_values > tol).sum(dim=-1)
+
+
+class HardNetAffLayer(nn.Module):
+    """``forward(xi: (B, k), u: (B, d)) -> y: (B, n)``: HardNet-Aff's correction in null-space coordinates.
+
+    Args:
+        family: the constraint family (constant ``G``; ``H`` constant or affine in x).
+        checks: vertices and random inputs at which a varying ``M(x)``'s rank is checked at set-up.
+        generator: seeds those inputs.
+    """
+
+    def __init__(self, family: ConstraintFamily, checks: int = 32, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        if family.m_eq + family.m_ineq > family.n:
+            # Checked first as it holds whatever G is: rank [H; G] <= n, and HardNet needs it to be m_eq + m_ineq.
+            raise NotApplicable(
+                f"HardNet-Aff needs the stacked constraint matrix [H; G] (equalities as two-sided rows) to have full "
+                f"row rank, so at most n rows; this form has {family.m_ineq} inequality + {family.m_eq} equality rows "
+                f"for n = {family.n} variables"
+            )
+        self.reduced = ReducedInequalities(family, "HardNet-Aff")
+        m, d = self.reduced.m, self.reduced.d
+        self.m, self.d = m, d
+        where = (
+            f"{d} free dimension(s) (n = {family.n} variables, equality rank {self.reduced.rank_eq}) against {m} "
+            f"inequality rows"
+        )
+        if m > d:
+            raise NotApplicable(
+                f"HardNet-Aff needs the stacked constraint matrix of the free variables (the inequality rows in the "
+                f"null space of the equalities, H N) to have full row rank, so at most as many rows as free "
+                f"dimensions; this form has {where}"
+            )
+        self._last: tuple[torch.Tensor, ...] | None = None
+        if not self.reduced.input_dependent:
+            M = self.reduced.consts.get(("M",), torch.empty(0, dtype=torch.float64))[0].numpy()
+            U, s, Vt = np.linalg.svd(M, full_matrices=False)
+            rank = int(_rank(torch.as_tensor(s), M.shape)) if m else 0
+            if rank < m:
+                raise NotApplicable(
+                    f"HardNet-Aff needs H N (inequality rows on the free variables) to have full row rank; it has "
+                    f"rank {rank} < {m} rows ({where})"
+                )
+            self.pinv = Float64Constants(M_pinv=(Vt.T / s) @ U.T if m else np.zeros((d, 0)))
+            self.condition = float(s[0] / s[-1]) if m else 1.0
+            return
+        xi = check_inputs(family.box, checks, generator or torch.Generator().manual_seed(0))
+        M = self.reduced.rows(xi, xi)
+        s = torch.linalg.svdvals(M)
+        ranks = _rank(s, (m, d))
+        bad = torch.nonzero(ranks < m).flatten()
+        if bad.numel():
+            i = int(bad[0])
+            raise NotApplicable(
+                f"HardNet-Aff needs H(x) N to have full row rank at every input; at {bad.numel()} of {len(xi)} checked "
+                f"inputs it does not (e.g. xi = {np.round(xi[i].numpy(), 4).tolist()}: rank {int(ranks[i])} < {m}; {where})"
+            )
+        self.pinv = None
+        self.condition = float((s[:, 0] / s[:, -1]).max())
+
+    def extra_repr(self) -> str:
+        return f"m_ineq={self.m}, d={self.d}, condition={self.condition:.3g}"
+
+    def forward(self, xi: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), u: (B, d) -> (B, n)`` in ``u``'s dtype (run it in float64 where feasibility is reported)."""
+        if u.dim() != 2 or u.shape[1] != self.d:
+            raise ValueError(f"u must be (B, {self.d}) (the free coordinates); got {tuple(u.shape)}")
+        c = self.reduced.particular(xi, u)
+        s = self.reduced.slack(xi, c)
+        M = self.reduced.rows(xi, u)
+        excess = torch.relu(self.reduced.times(M, u) - s)  # (B, m)
+        deficient = torch.zeros(u.shape[0], dtype=torch.bool, device=u.device)
+        if self.pinv is not None:
+            (M_pinv,) = self.pinv.get(("M_pinv",), u)
+            u = u - excess @ M_pinv.T
+        else:
+            u = u - (torch.linalg.pinv(M) @ excess.unsqueeze(2)).squeeze(2)
+            with torch.no_grad():
+                deficient = _rank(torch.linalg.svdvals(M), (self.m, self.d)) < self.m
+        self._last = (excess.detach(), deficient)
+        return self.reduced.lift_back(c, u)
+
+    @property
+    def last_stats(self) -> dict[str, torch.Tensor]:
+        """``corrected (B,)``: rows the correction moved; ``rank_deficient (B,)``: inputs where ``M(x)`` lost rank."""
+        if self._last is None:
+            return {}
+        excess, deficient = self._last
+        moved = (excess > 0).any(dim=1) if excess.shape[1] else torch.zeros_like(deficient)
+        return {"corrected": moved, "rank_deficient": deficient}

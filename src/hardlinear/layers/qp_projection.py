@@ -14,7 +14,10 @@ count and needs a strictly feasible, dense formulation of the equality-constrain
 problem as written (sparse constant ``G``, ``H``), reports solver failures, and is the package the issue asks
 for. Both solve one QP per instance with an interior-point method, which is the cost being measured.
 
-Feasibility is that of the solver's tolerance, not exact: the layer guarantees nothing beyond it. A non-finite
+Feasibility is that of the solver's tolerance, not exact: the layer guarantees nothing beyond it. Worse, diffcp
+returns whatever the conic solver stopped at without raising: a network output scaled by 1e6 came back
+infeasible by 4.0 on the portfolio (Clarabel, tests/test_peer_guarantees.py), so every call records the largest
+residual per instance in ``last_violation`` and the method warns when one exceeds ``1e-6``. A non-finite
 entry of ``y_hat`` is projected as 0.
 """
 
@@ -90,5 +93,12 @@ class QPProjectionLayer(nn.Module):
             raise RuntimeError(
                 f"cvxpylayers projection ({self.solver_args['solve_method']}) failed on a batch of {len(xi)}: {err}"
             ) from err
+        with torch.no_grad():  # the solver's word is not taken: its output is checked (see the module docstring)
+            worst = torch.zeros(len(xi), dtype=torch.float64)
+            if f.m_eq:
+                worst = torch.maximum(worst, f.eq_resid(xi, y.detach()).abs().amax(dim=1))
+            if f.m_ineq:
+                worst = torch.maximum(worst, f.ineq_resid(xi, y.detach()).amax(dim=1))
+            self.last_violation = worst
         return y
 

@@ -10,11 +10,14 @@ Feasible up to the solver's tolerance (Clarabel: ~1e-8 absolute), not exactly.
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 
 from hardlinear.methods.base import Context, Method, Prediction
 from hardlinear.methods.penalty import run_net
+
+VIOLATION_WARN = 1e-6  # a returned point whose largest residual exceeds this is reported (Clarabel: ~1e-8)
 
 
 class ProjectionLayer(Method):
@@ -44,10 +47,17 @@ class ProjectionLayer(Method):
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
         y = self(xi)
+        bad = self.layer.last_violation > VIOLATION_WARN
+        if bool(bad.any()):
+            warnings.warn(
+                f"projection_layer: the QP solver returned {int(bad.sum())} of {len(bad)} points infeasible by more "
+                f"than {VIOLATION_WARN:g} (worst {float(self.layer.last_violation.max()):.3g}); diffcp does not raise",
+                stacklevel=2,
+            )
         return Prediction(
             y=y,
             iterations=torch.ones(xi.shape[0], dtype=torch.long, device=y.device),
-            extras={"nonfinite": self.layer.last_nonfinite},
+            extras={"nonfinite": self.layer.last_nonfinite, "solver_infeasible": bad},
         )
 
     def describe(self) -> dict[str, str]:

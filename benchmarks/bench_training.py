@@ -7,7 +7,9 @@ so the other epochs are optimisation steps only). Reported: the median epoch and
 batches). Methods: ``proposed`` (two phases: ``pretrain``, MSE of the network to the decision rule, and
 ``train``, the objective through the feasibility layer), ``penalty`` (objective + penalty through the bare
 network), ``dc3`` (completion and 10 unrolled correction steps) and ``apm`` / ``eapm`` (the objective through
-up to 300 unrolled (extrapolated) alternating projections, in float32). The learning rate is irrelevant here.
+up to 300 unrolled (extrapolated) alternating projections, in float32), and the peer methods ``gauge``,
+``hardnet_aff`` and ``projection_layer`` (one cvxpylayers QP solve and derivative per instance; a method that
+does not apply is a ``not_applicable`` row with its reason). The learning rate is irrelevant here.
 APM and EAPM stop unrolling once every instance of a batch is within the tolerance, so their epochs get
 cheaper as the network learns: the few epochs timed here, from an untrained network, are their worst case (a
 whole paper run's training time is the ``train/time_s`` column of its results row).
@@ -24,13 +26,15 @@ from pathlib import Path
 
 import torch
 
+from hardlinear.methods.base import NotApplicable
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 NAME = "training"
 QUICK = {"problems": ["dcopf_14", "portfolio"], "epochs": 3}
 FULL = {"problems": ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"], "epochs": 5}
-METHODS = ("proposed", "penalty", "dc3", "apm", "eapm")
+METHODS = ("proposed", "penalty", "dc3", "apm", "eapm", "gauge", "hardnet_aff", "projection_layer")
 COLUMNS = [
     "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k", "method", "phase", "epochs_timed",
     "batches_per_epoch", "batch_size", "epoch_ms", "epoch_ms_min", "epoch_ms_max", "batch_ms", "status", "note",
@@ -108,7 +112,12 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     rows = []
     for name in args.methods:
         t0 = time.perf_counter()
-        out = time_method(problem_cfg, name, problem, val, args, base)
+        try:
+            out = time_method(problem_cfg, name, problem, val, args, base)
+        except NotApplicable as err:  # recorded with its reason, never timed
+            rows.append({**base, "method": name, "status": "not_applicable", "note": str(err)})
+            common.log(f"  {problem_cfg:>10} {name:<9} not applicable: {err}")
+            continue
         rows += out
         text = ", ".join(f"{r['phase']} {r['epoch_ms']:.0f} ms/epoch" for r in out)
         common.log(f"  {problem_cfg:>10} {name:<9} {text}  ({time.perf_counter() - t0:.1f} s)")

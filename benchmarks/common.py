@@ -263,6 +263,8 @@ def make_method(problem_cfg: str, method: str, problem, ctx, overrides: Sequence
     """
     from hydra.utils import instantiate
 
+    from hardlinear.methods.base import NotApplicable
+
     cfg = compose(problem_cfg, method, overrides)
     kinds = list(RULE_SOURCES) if rule_available() else ["stand-in"]
     for kind in kinds:
@@ -272,6 +274,8 @@ def make_method(problem_cfg: str, method: str, problem, ctx, overrides: Sequence
             with rule_source(kind if needs_rule else "real", ctx.seed):
                 offline = m.setup(problem, ctx)
             break
+        except NotApplicable:
+            raise  # the method does not apply here, whichever rule it would get
         except Exception as err:
             if not needs_rule or kind == kinds[-1]:
                 raise

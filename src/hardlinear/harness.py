@@ -214,6 +214,8 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         return _write(run_dir, record, identity, "diverged", reason)
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
+    # wall time per epoch (validation included): what separates per-instance-solver layers from one-pass ones
+    metrics["train/epoch_time_s"] = fit.time_s / len(fit.history) if fit.history else float("nan")
     metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())

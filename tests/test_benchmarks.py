@@ -174,6 +174,16 @@ def test_training(bench, cache_dir, tmp_path):
     assert all(float(r["epoch_ms"]) > 0 and r["epochs_timed"] == "1" for r in rows)
 
 
+def test_training_records_a_method_that_does_not_apply(bench, cache_dir, tmp_path):
+    mod = bench("bench_training")
+    result = mod.main(["--problems", "dcopf_14", "--methods", "hardnet_aff", "gauge", "--epochs", "1", "--batches-per-epoch", "2",
+                       "--val-size", "4", "--out-dir", str(tmp_path), "--cache-dir", cache_dir, "--no-plot"])  # fmt: skip
+    rows = {r["method"]: r for r in result["rows"]}
+    assert rows["hardnet_aff"]["status"] == "not_applicable"
+    assert "84 inequality + 122 equality rows for n = 123" in rows["hardnet_aff"]["note"]
+    assert rows["gauge"]["status"] == "ok" and float(rows["gauge"]["epoch_ms"]) > 0
+
+
 def test_epoch_clock_drops_warmup_and_validation_epochs(bench):
     mod = bench("bench_training")
     clock = mod.EpochClock()

@@ -9,10 +9,9 @@ One parametrised cvxpy problem is built once (DPP: ``y_hat``, ``g``, ``h`` are p
 (``solve_method``: Clarabel by default, an interior-point method, measured ~6e-8 absolute inequality residual;
 SCS at its default accuracy leaves ~7e-4) and differentiated through the conic program's residual map.
 
-Why cvxpylayers and not qpth: qpth's batched interior point runs in float32/float64 torch with a fixed iteration
-count and needs a strictly feasible, dense formulation of the equality-constrained QP; cvxpylayers takes the
-problem as written (sparse constant ``G``, ``H``), reports solver failures, and is the package the issue asks
-for. Both solve one QP per instance with an interior-point method, which is the cost being measured.
+Why cvxpylayers and not qpth: qpth's batched interior point works on dense matrices (its advantage is a GPU);
+cvxpylayers takes the problem as written (sparse constant ``G``, ``H``) and is the package the issue asks for.
+Both solve one QP per instance with an interior-point method, which is the cost being measured.
 
 Feasibility is that of the solver's tolerance, not exact: the layer guarantees nothing beyond it. Worse, diffcp
 returns whatever the conic solver stopped at without raising: a network output scaled by 1e6 came back

@@ -36,6 +36,7 @@ COLUMNS = [
     "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
     "n", "m_eq", "m_ineq", "k", "lp_variables", "lp_constraints", "lp_nnz", "rounds", "rows_in_lp", "error",
     "uncertainty", "max_uncertainty", "max_uncertainty_time_s", "max_uncertainty_rss_mb", "t_upper", "margin_gap",
+    "inputs", "null_dim", "active_inputs", "rule_unknowns", "rule_unknowns_full", "ipm_iterations", "reduce_time_s",
 ]
 
 
@@ -74,6 +75,9 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
             status=info.get("status"), lp_variables=info.get("n_variables"), lp_constraints=info.get("n_constraints"),
             lp_nnz=info.get("nnz"), rounds=info.get("rounds"), rows_in_lp=info.get("rows_in_lp"),
             t_upper=info.get("t_working_set"), margin_gap=margin_gap or None,
+            null_dim=info.get("null_dim"), active_inputs=info.get("active_inputs"), rule_unknowns=info.get("rule_unknowns"),
+            rule_unknowns_full=info.get("rule_unknowns_full"), ipm_iterations=info.get("ipm_iterations"),
+            reduce_time_s=info.get("reduce_time_s"),
         )
     except DecisionRuleInfeasible as err:
         row.update(t_star=err.t_star, error=str(err))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +32,9 @@ from pathlib import Path
 
 from hardlinear.layers.decision_rule import peak_rss_mb
 
+# Each child sizes numpy's and torch's native pools to one thread (unless the caller exported otherwise): an
+# unbounded OpenBLAS pool spins against the other processes on a shared machine.
+CHILD_ENV = {**os.environ, **{name: os.environ.get(name, "1") for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
 PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
 COLUMNS = [
     "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
@@ -148,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
 
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("hardlinear.layers.robust_lp").setLevel(logging.DEBUG)
+        logging.getLogger("hardlinear.layers.robust_lp_reduced").setLevel(logging.DEBUG)
     if args.single:
         print(json.dumps(run_one(*args.single, margin_gap=args.margin_gap)))
         return
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     for case in args.cases:
-        valid = SDP_SOLVERS if case.startswith("portfolio") else LP_SOLVERS  # the portfolio's rule is an SDP
+        valid = SDP_SOLVERS if case.startswith("portfolio") else (*LP_SOLVERS, "reduced")  # the portfolio's rule is an SDP
         for form in args.forms:
             for solver in args.solvers:
                 if solver != "auto" and solver not in valid:
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
                 cmd = [sys.executable, __file__, *(["--verbose"] if args.verbose else []), "--margin-gap", str(args.margin_gap), "--single", case, form, solver]
                 stderr = None if args.verbose else subprocess.PIPE  # verbose: the child's log goes straight to ours
                 try:
-                    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)
+                    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True, env=CHILD_ENV)
                     row = json.loads(out.stdout.strip().splitlines()[-1])
                 except subprocess.TimeoutExpired:
                     row = {"case": case, "form": form, "solver": solver, "error": f"timeout {args.timeout:g} s"}
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                 if args.max_uncertainty and not row.get("error"):
                     cmd[-4] = "--level"
                     try:
-                        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)
+                        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True, env=CHILD_ENV)
                         row.update(json.loads(out.stdout.strip().splitlines()[-1]))
                     except subprocess.TimeoutExpired:
                         row["error"] = f"max-uncertainty LP: timeout {args.timeout:g} s"

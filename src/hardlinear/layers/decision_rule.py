@@ -402,6 +402,8 @@ def rebuilder(problem) -> Callable[[float], Any] | None:
     if hasattr(problem, "case"):
         if hasattr(problem, "susceptance"):
             options["susceptance"] = problem.susceptance
+        if hasattr(problem, "inputs"):
+            options["inputs"] = problem.inputs
 
         def build(r: float):
             return build_problem("dcopf", case=problem.case, uncertainty=r, **options)

@@ -116,3 +116,13 @@ def test_zone_and_area_inputs_aggregate_the_loaded_buses(inputs):
     np.testing.assert_allclose(grouped.compact.B_eq[:, 1:], np.asarray(loaded.B_eq[:, 1:] @ assign), rtol=0, atol=0)
     rule = solve_decision_rule(grouped, solver="reduced")
     assert rule.t_star > 0 and rule.k == len(groups)
+
+
+def test_reduced_solver_reports_the_largest_level_by_bisection():
+    from hardlinear.layers import DecisionRuleInfeasible
+
+    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        solve_decision_rule(problem, solver="reduced")
+    assert err.value.max_uncertainty == pytest.approx(0.5405, abs=2e-3)  # the exact LP's level (README)
+    assert "bisection" in str(err.value)

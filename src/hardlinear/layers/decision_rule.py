@@ -376,8 +376,8 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
     from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
 
     level = getattr(problem, "uncertainty", None)
-    if problem.compact.input_dependent_lhs or level is None:
-        return None
+    if problem.compact.input_dependent_lhs or level is None or solver == "reduced":
+        return None  # reduced: no scaling LP of its own; the caller bisects with the reduced solver instead
     build = rebuilder(problem)
     if build is None:
         return None

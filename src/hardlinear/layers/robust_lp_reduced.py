@@ -403,13 +403,21 @@ def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int
             raise RuntimeError(f"structured interior point lost accuracy at gap {best[3]:.2e} (iteration {it})")
         if not np.isfinite(x.t) or abs(x.t) > 1e12 * b_norm:
             raise RuntimeError(f"structured interior point diverged (t = {x.t:.3g}): is the margin unbounded on this working set?")
-        # primal-dual regularised Newton system (proximal terms rho on x, delta on y): D = y / (s + delta y)
-        D = {k: y[k] / (s[k] + delta * y[k]) for k in s}
+        # The factorisation uses the regularised scaling D = y / (s + delta y) (bounded, so the elimination stays
+        # accurate); conjugate gradients preconditioned by it then solve the exact system (delta = 0), which keeps
+        # the fast final convergence; where they cannot (near the end, on degenerate rows), the regularised system.
+        D_reg = {k: y[k] / (s[k] + delta * y[k]) for k in s}
+        D_exact = {k: y[k] / s[k] for k in s}
         info["solve_residual"] = 0.0
-        ns = _NormalSolver(ws, D, eps, rho)
+        ns = _NormalSolver(ws, D_reg, eps, rho)
 
-        def direction(rc, ns=ns, D=D, s=s, y=y, rp=rp, rd=rd):
-            return _direction(ws, ns, D, s, y, rp, rd, rc, eps, rho, info)
+        def direction(rc, ns=ns, D_reg=D_reg, D_exact=D_exact, s=s, y=y, rp=rp, rd=rd):
+            scratch: dict[str, Any] = {}
+            out = _direction(ws, ns, D_exact, s, y, rp, rd, rc, eps, rho, scratch)
+            if scratch["solve_residual"] <= 1e-9:
+                return out
+            info["regularised_steps"] = info.get("regularised_steps", 0) + 1
+            return _direction(ws, ns, D_reg, s, y, rp, rd, rc, eps, rho, info)
 
         dx, ds, dy = direction({k: -s[k] * y[k] for k in s})
         ap, ad = _step(s, ds), _step(y, dy)

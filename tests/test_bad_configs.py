@@ -89,7 +89,7 @@ BAD = [
     ),
     (["method=apm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
     (["method=eapm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
-    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, scs"),
+    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, reduced, scs"),
     (
         ["method=optimizer", "+method.warm_strat=false"],
         "method has no option 'warm_strat' (did you mean 'warm_start'?)",

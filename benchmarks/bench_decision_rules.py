@@ -8,12 +8,16 @@ run: case, form, solver, t*, binding row, solve time, peak RSS, sizes. Examples:
     python benchmarks/bench_decision_rules.py --cases pglib_opf_case300_ieee:0.1 --forms standard
     python benchmarks/bench_decision_rules.py --csv results/bench_decision_rules.csv
     python benchmarks/bench_decision_rules.py --cases pglib_opf_case500_goc:0.05 --max-uncertainty
+    python benchmarks/bench_decision_rules.py --cases pglib_opf_case2000_goc:0.02:areas --solvers reduced auto
 
 ``--max-uncertainty`` adds, from a second fresh process per row, the largest uncertainty level at which a rule
 with a positive margin exists (``hardlinear.layers.max_uncertainty_exact``: one LP of the rule's size), with
 its own time and peak RSS.
 
-A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty``.
+A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty[:inputs]``
+(``inputs``: ``loaded_buses``, ``zones`` or ``areas``; see ``hardlinear.problems.dcopf``). ``--solvers reduced`` runs the
+structured interior point of ``hardlinear.layers.robust_lp_reduced``; its rows also carry the free dimension ``d``,
+the active inputs ``q`` and the rule's unknowns ``d (q + 1)`` beside the full rule's ``n (k + 1)``.
 Nothing is cached: every row is a cold solve (the problem build is not timed). With ``--csv``, the file
 gets the rows (appended), ``<csv stem>.json`` the machine, versions, git sha and settings of this call, and
 ``<csv stem>.png`` a plot of every row in the file: solve time and peak memory against the LP's size.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,22 +36,28 @@ from pathlib import Path
 
 from hardlinear.layers.decision_rule import peak_rss_mb
 
+# Each child sizes numpy's and torch's native pools to one thread (unless the caller exported otherwise): an
+# unbounded OpenBLAS pool spins against the other processes on a shared machine.
+CHILD_ENV = {**os.environ, **{name: os.environ.get(name, "1") for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
 PAPER_CASES = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
 COLUMNS = [
     "case", "form", "solver", "t_star", "binding_row", "binding", "solve_time_s", "peak_rss_mb", "status",
     "n", "m_eq", "m_ineq", "k", "lp_variables", "lp_constraints", "lp_nnz", "rounds", "rows_in_lp", "error",
     "uncertainty", "max_uncertainty", "max_uncertainty_time_s", "max_uncertainty_rss_mb", "t_upper", "margin_gap",
+    "inputs", "null_dim", "active_inputs", "rule_unknowns", "rule_unknowns_full", "ipm_iterations", "reduce_time_s", "ipm_gap",
 ]
 
 
 def build(case: str, form: str):
     from hardlinear.problems import Portfolio, build_problem
 
-    name, _, level = case.partition(":")
+    name, _, rest = case.partition(":")
+    level, _, inputs = rest.partition(":")
     if name == "portfolio":
         return Portfolio(form=form, **({"uncertainty": float(level)} if level else {}))
     if name.startswith("pglib_opf_"):
-        return build_problem("dcopf", case=name, form=form, **({"uncertainty": float(level)} if level else {}))
+        options = {"uncertainty": float(level)} if level else {}
+        return build_problem("dcopf", case=name, form=form, **options, **({"inputs": inputs} if inputs else {}))
     return build_problem(name, form=form, **({"uncertainty": float(level)} if level else {}))
 
 
@@ -61,7 +72,10 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
 
     torch.set_num_threads(1)
     problem = build(case, form)
-    row = {"case": case, "form": form, "solver": solver, "uncertainty": getattr(problem, "uncertainty", None), **problem.sizes()}
+    row = {
+        "case": case, "form": form, "solver": solver, "uncertainty": getattr(problem, "uncertainty", None),
+        "inputs": getattr(problem, "inputs", None), **problem.sizes(),
+    }
     start = time.perf_counter()
     try:
         # the paper's portfolio sits at t* = 0 (see solve_decision_rule): report it rather than fail
@@ -74,6 +88,9 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
             status=info.get("status"), lp_variables=info.get("n_variables"), lp_constraints=info.get("n_constraints"),
             lp_nnz=info.get("nnz"), rounds=info.get("rounds"), rows_in_lp=info.get("rows_in_lp"),
             t_upper=info.get("t_working_set"), margin_gap=margin_gap or None,
+            null_dim=info.get("null_dim"), active_inputs=info.get("active_inputs"), rule_unknowns=info.get("rule_unknowns"),
+            rule_unknowns_full=info.get("rule_unknowns_full"), ipm_iterations=info.get("ipm_iterations"),
+            reduce_time_s=info.get("reduce_time_s"), ipm_gap=info.get("ipm_gap"),
         )
     except DecisionRuleInfeasible as err:
         row.update(t_star=err.t_star, error=str(err))
@@ -144,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
 
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("hardlinear.layers.robust_lp").setLevel(logging.DEBUG)
+        logging.getLogger("hardlinear.layers.robust_lp_reduced").setLevel(logging.DEBUG)
     if args.single:
         print(json.dumps(run_one(*args.single, margin_gap=args.margin_gap)))
         return
@@ -158,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     for case in args.cases:
-        valid = SDP_SOLVERS if case.startswith("portfolio") else LP_SOLVERS  # the portfolio's rule is an SDP
+        valid = SDP_SOLVERS if case.startswith("portfolio") else (*LP_SOLVERS, "reduced")  # the portfolio's rule is an SDP
         for form in args.forms:
             for solver in args.solvers:
                 if solver != "auto" and solver not in valid:
@@ -166,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                 cmd = [sys.executable, __file__, *(["--verbose"] if args.verbose else []), "--margin-gap", str(args.margin_gap), "--single", case, form, solver]
                 stderr = None if args.verbose else subprocess.PIPE  # verbose: the child's log goes straight to ours
                 try:
-                    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)
+                    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True, env=CHILD_ENV)
                     row = json.loads(out.stdout.strip().splitlines()[-1])
                 except subprocess.TimeoutExpired:
                     row = {"case": case, "form": form, "solver": solver, "error": f"timeout {args.timeout:g} s"}
@@ -175,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
                 if args.max_uncertainty and not row.get("error"):
                     cmd[-4] = "--level"
                     try:
-                        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True)
+                        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout, check=True, env=CHILD_ENV)
                         row.update(json.loads(out.stdout.strip().splitlines()[-1]))
                     except subprocess.TimeoutExpired:
                         row["error"] = f"max-uncertainty LP: timeout {args.timeout:g} s"

@@ -45,7 +45,7 @@ BAD = [
     (["problem.uncertainty=big"], "problem.uncertainty must be a number or null; got 'big' (str)"),
     (["problem.objective=milp"], "problem.objective must be one of lp, qp; got 'milp'"),
     (["problem.form=canonical"], "problem.form must be one of standard, inequality; got 'canonical'"),
-    (["problem.inputs=some_buses"], "problem.inputs must be one of all_buses, loaded_buses; got 'some_buses'"),
+    (["problem.inputs=some_buses"], "problem.inputs must be one of all_buses, loaded_buses, zones, areas; got 'some_buses'"),
     (["problem=dcopf"], "problem.case is required (it is ???)"),
     (["problem=dcopf", "problem.case=pglib_opf_case14_iee"], "close matches: pglib_opf_case14_ieee"),
     (
@@ -89,14 +89,14 @@ BAD = [
     ),
     (["method=apm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
     (["method=eapm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
-    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, scs"),
+    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, reduced, scs"),
     (
         ["method=optimizer", "+method.warm_strat=false"],
         "method has no option 'warm_strat' (did you mean 'warm_start'?)",
     ),
     (
         ["method=ldr", "method.rule_solver=cplex"],
-        "method.rule_solver must be one of auto, clarabel, highs, pdlp, scs; got 'cplex'",
+        "method.rule_solver must be one of auto, clarabel, highs, pdlp, reduced, scs; got 'cplex'",
     ),
     (["method.gradient=softmax"], "method.gradient must be one of argmax, ste; got 'softmax'"),
     (["method.pretrain=yes"], "method.pretrain must be a bool (true or false); got 'yes' (str)"),

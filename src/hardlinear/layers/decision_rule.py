@@ -152,7 +152,7 @@ def _resolve_solver(problem, solver: str) -> str:
     from hardlinear.layers.robust_sdp import SDP_SOLVERS
 
     sdp = problem.compact.input_dependent_lhs
-    valid = SDP_SOLVERS if sdp else LP_SOLVERS
+    valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, "reduced")  # reduced: hardlinear.layers.robust_lp_reduced
     if solver == "auto":
         return "clarabel"
     if solver not in valid:
@@ -170,6 +170,10 @@ def _solve(problem, solver: str, margin: str, threads: int, margin_gap: float = 
     from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
 
     weights = row_weights(problem.compact.H, problem.form)
+    if solver == "reduced":  # the structured interior point for large grids (margin_gap does not apply)
+        from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
+
+        return solve_robust_lp_reduced(problem.compact, weights, threads=threads)
     return solve_robust_lp(problem.compact, weights, solver, threads=threads, margin_gap=margin_gap)
 
 
@@ -210,8 +214,9 @@ def solve_decision_rule(
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
-    ``solver``: "auto" (Clarabel), "clarabel", "highs" (IPX) or "pdlp" (HiGHS first-order) for the LP, "clarabel"
-    or "scs" for the SDP.
+    ``solver``: "auto" (Clarabel), "clarabel", "highs" (IPX), "pdlp" (HiGHS first-order) or "reduced" (the
+    structured interior point of :mod:`~hardlinear.layers.robust_lp_reduced`, for large grids) for the LP,
+    "clarabel" or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
     ``margin_gap``: the LP's relative optimality gap on ``t*`` at which the row generation may stop
     (:func:`~hardlinear.layers.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
@@ -371,8 +376,8 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
     from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
 
     level = getattr(problem, "uncertainty", None)
-    if problem.compact.input_dependent_lhs or level is None:
-        return None
+    if problem.compact.input_dependent_lhs or level is None or solver == "reduced":
+        return None  # reduced: no scaling LP of its own; the caller bisects with the reduced solver instead
     build = rebuilder(problem)
     if build is None:
         return None
@@ -397,6 +402,8 @@ def rebuilder(problem) -> Callable[[float], Any] | None:
     if hasattr(problem, "case"):
         if hasattr(problem, "susceptance"):
             options["susceptance"] = problem.susceptance
+        if hasattr(problem, "inputs"):
+            options["inputs"] = problem.inputs
 
         def build(r: float):
             return build_problem("dcopf", case=problem.case, uncertainty=r, **options)

@@ -21,7 +21,11 @@ Inequalities, each as an (upper, lower) pair of rows:
 
 Inputs: ``pd_i = pd0_i (1 + r xi_i)`` with ``xi in [-1, 1]^k``. With ``inputs="all_buses"`` (the paper's
 convention) ``k`` is the number of buses, zero-load buses included (their inputs have no effect); with
-``"loaded_buses"`` only buses with nonzero nominal load are inputs.
+``"loaded_buses"`` only buses with nonzero nominal load are inputs. For large grids, ``"zones"`` / ``"areas"``
+aggregate the uncertainty by the MATPOWER bus ``ZONE`` / ``BUS_AREA`` column: one input per zone (area) that
+holds a nonzero load, ``pd_i = pd0_i (1 + r xi_zone(i))`` (the loads of a zone move together), so ``k`` is the
+number of loaded zones (24 at case9241/13659_pegase, 3 areas at case2000_goc) and the decision rule has
+``k + 1`` columns instead of one per bus.
 
 Objective ``lp``: PGLib's linear cost terms ``c1`` (times baseMVA on per-unit pg). Objective ``qp``: adds
 ``c2 pg^2``. The IEEE cases of PGLib carry no quadratic terms (``c2 = 0``), which would make ``qp`` identical
@@ -63,7 +67,7 @@ MATPOWER_QUADRATIC_SOURCE = {
     "pglib_opf_case1354_pegase": "case1354pegase",
 }
 
-INPUT_MODES = ("all_buses", "loaded_buses")
+INPUT_MODES = ("all_buses", "loaded_buses", "zones", "areas")
 SUSCEPTANCES = ("paper", "matpower")
 QUADRATIC_MODES = ("auto", "pglib", "matpower")
 
@@ -100,6 +104,8 @@ class Network:
     rate_a: np.ndarray  # p.u., 0 = unlimited
     angmin: np.ndarray  # rad
     angmax: np.ndarray
+    zone: np.ndarray | None = None  # (nb,) MATPOWER ZONE column (loss zone)
+    area: np.ndarray | None = None  # (nb,) MATPOWER BUS_AREA column
 
 
 @lru_cache(maxsize=16)
@@ -169,6 +175,8 @@ def load_network(case: str) -> Network:
         rate_a=br["RATE_A"].to_numpy(dtype=float)[br_on] / base,
         angmin=np.deg2rad(br["ANGMIN"].to_numpy(dtype=float)[br_on]),
         angmax=np.deg2rad(br["ANGMAX"].to_numpy(dtype=float)[br_on]),
+        zone=bus["ZONE"].to_numpy(dtype=int),
+        area=bus["BUS_AREA"].to_numpy(dtype=int),
     )
 
 
@@ -238,6 +246,22 @@ def _angle_pairs(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return f, t, lo, hi
 
 
+def _input_of_bus(net: Network, inputs: str) -> dict[int, int]:
+    """Bus position -> input column: one per bus, per loaded bus, or per loaded zone / area (in sorted order)."""
+    nb = len(net.bus_ids)
+    if inputs == "all_buses":
+        return {b: b for b in range(nb)}
+    loaded = np.flatnonzero(net.pd != 0)
+    if inputs == "loaded_buses":
+        return {int(b): j for j, b in enumerate(loaded)}
+    labels = net.zone if inputs == "zones" else net.area
+    if labels is None:
+        raise ValueError(f"inputs={inputs!r} needs the case's bus {'ZONE' if inputs == 'zones' else 'BUS_AREA'} column")
+    groups = np.unique(labels[loaded])
+    column = {int(z): j for j, z in enumerate(groups)}
+    return {int(b): column[int(labels[b])] for b in loaded}
+
+
 def build_dcopf_family(
     net: Network, uncertainty: float, inputs: str = "all_buses", susceptance: str = "paper"
 ) -> JointlyLinearFamily:
@@ -248,8 +272,8 @@ def build_dcopf_family(
     nb, ng, nl = len(net.bus_ids), len(net.gen_bus), len(net.f_bus)
     n = nb + ng + nl
     th, pg, pf = np.arange(nb), nb + np.arange(ng), nb + ng + np.arange(nl)
-    input_buses = np.arange(nb) if inputs == "all_buses" else np.flatnonzero(net.pd != 0)
-    k = len(input_buses)
+    input_of_bus = _input_of_bus(net, inputs)
+    k = 1 + max(input_of_bus.values(), default=-1)
 
     rows, cols, vals, rhs_const = [], [], [], []
     rhs_input: list[tuple[int, int, float]] = []  # (row, input column, coefficient)
@@ -264,7 +288,6 @@ def build_dcopf_family(
         return r
 
     add_row([(th[net.ref], 1.0)])
-    input_of_bus = {int(b): j for j, b in enumerate(input_buses)}
     for bus in range(nb):
         entries = [(pg[g], 1.0) for g in np.flatnonzero(net.gen_bus == bus)]
         entries += [(pf[l], -1.0) for l in np.flatnonzero(net.f_bus == bus)]
@@ -339,6 +362,7 @@ class DCOPF(Problem):
             raise ValueError(f"susceptance must be one of {SUSCEPTANCES}; got {susceptance!r}")
         self.case, self.uncertainty, self.network = case, float(uncertainty), net
         self.susceptance = susceptance
+        self.inputs = inputs
         family = build_dcopf_family(net, self.uncertainty, inputs, susceptance)
         nb, ng = len(net.bus_ids), len(net.gen_bus)
         c = np.zeros(family.n)

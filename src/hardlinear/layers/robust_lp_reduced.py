@@ -1,0 +1,551 @@
+"""The robust LP of :mod:`hardlinear.layers.robust_lp` for large grids: the same LP, a structured solver.
+
+Same program, same verified margin: ``max t`` over rules ``y = F x`` with ``G F = B_eq`` and every row's worst
+case over the box at least ``w_i t``. What changes is how it is solved, so that memory stays linear in the
+working set and the time in dense kernels:
+
+1. **Sparse elimination of the equalities** (:func:`reduce_sparse`): ``F = F_p + N W`` with the min-norm
+   particular solution ``F_p = G' (G G')^{-1} B_eq`` and an orthonormal basis ``N`` of ``null(G)`` obtained by
+   projecting ``d = n - m_eq`` random vectors, both from one sparse LU of ``G G'`` (``m_eq x m_eq``, as sparse as
+   the grid's Laplacian). The dense SVD of ``G`` that :func:`~hardlinear.layers.robust_lp._reduce` uses needs
+   ``O(n^2)`` memory (1.5-2 GB at 2,000 buses, ~35 GB at 13,659); this needs ``O(n d)``. Falls back to the SVD
+   when ``G`` has dependent rows (then ``G G'`` is singular).
+2. **Closed-form robust rows**, one box-dual per two-sided expression, and **row generation** from the same
+   seed as the interior-point solver (:func:`~hardlinear.layers.robust_lp._seed`).
+3. **A primal-dual interior point that exploits the block-angular structure** (:func:`solve_working_set`).
+   On a working set of ``E`` expressions the LP is, per input ``j`` (``q`` of them), a block ``(W_j, U_j)`` with
+   ``-U_ej <= M_e W_j + C_ej <= U_ej``, and the blocks meet only in the ``E`` spread rows and in ``(W_0, t)``.
+   Each Newton step eliminates every block on its own (a ``d x d`` Cholesky of ``M' diag(delta_j) M`` per input,
+   in batched float64 BLAS), leaving a dense system of the spread rows (``<= 2E``) and ``(W_0, t)``. A general
+   sparse LDL' of the assembled LP (Clarabel) fills in the same dense blocks with scalar kernels, and its memory
+   grows with ``E q d`` nonzeros; here memory is ``O(E q + q d^2)`` (the per-input inverses are kept for the solves of
+   each step when they fit in ``FACTOR_BUDGET_BYTES``, recomputed otherwise) and the time is
+   ``O(q (E d^2 + E^2 d + d^3))`` per step, in chunks of inputs.
+4. **Independent verification** of the rule (:func:`verified_row_margins_chunked`): the worst slack over the box of
+   every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
+
+Tolerances: the interior point stops at relative primal residual and gap ``IPM_TOL`` (1e-9) and dual residual
+``DUAL_TOL`` (1e-6; the regularisation leaves ~1e-8). Each Newton system carries proximal terms ``PRIMAL_`` /
+``DUAL_REGULARIZATION`` (1e-8 of the data's scale) in its factorisation; conjugate gradients then solve the exact
+system, preconditioned by it. Near the optimum the elimination's rounding can defeat them (``y/s`` spans ~1e-20..
+1e20): the iteration then returns the best point reached if its gap is below ``STALL_GAP`` (1e-5) and records it
+(``info["ipm_gap"]``, the largest over the rounds). The proximal term ``(eps/2) ||W||^2`` (``REGULARIZATION`` =
+1e-9 relative) picks one rule among the many optimal ones. None of this touches the guarantee: ``t_star`` is the
+verified margin of the rule actually returned. Measured: ``t*`` equal to the interior point's (Clarabel) to 1e-6
+relative or better on 14-300 buses (benchmarks/README.md; tests/test_rule_solver_reduced.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.layers.robust_lp import (
+    ROW_TOLERANCE,
+    RuleSolution,
+    _expression_margins,
+    _reduce,
+    _Reduced,
+    _seed,
+    find_expression_pairs,
+)
+
+log = logging.getLogger(__name__)
+
+IPM_TOL = 1e-9
+REGULARIZATION = 1e-9
+MAX_IPM_ITERATIONS = 200
+PCG_ITERATIONS = 50
+# Proximal (primal) and dual regularisation of each Newton system, relative to the data's scale.
+PRIMAL_REGULARIZATION = 1e-8
+DUAL_REGULARIZATION = 1e-8
+# Near the optimum y/s spans ~1e-20..1e20 and the block elimination loses accuracy (at ~1e-7 relative gap on
+# the paper's 14-bus case): the iteration then stops at the best point reached, if its gap is below STALL_GAP.
+STALL_GAP = 1e-5
+# Dual residual accepted (relative): the regularisation leaves ~1e-8; the margin is verified on the primal rule.
+DUAL_TOL = 1e-6
+# Per-input Cholesky factors (q d^2 float64) are kept between the two solves of a Newton step up to this size.
+FACTOR_BUDGET_BYTES = 1.5e9
+# Inputs processed together in one batched kernel: bounds the temporaries to CHUNK_BYTES.
+CHUNK_BYTES = 64e6
+# Rows of B_ineq - H F formed at once in the verification.
+VERIFY_CHUNK_ROWS = 4096
+
+
+# --- sparse elimination -----------------------------------------------------------------------------------
+@dataclass
+class SparseReduced:
+    """The elimination ``F_u = Fp + N W`` (u-coordinates) and the expressions' data, as in ``_Reduced``."""
+
+    red: _Reduced
+    solve_normal: Any  # b -> (G G')^{-1} b, or None when the dense SVD was used
+    method: str  # "sparse-lu" or "dense-svd"
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _u_coordinates(B: np.ndarray, box: InputBox) -> np.ndarray:
+    """``B T`` without forming ``T`` (``x = T (1, u)``, ``xi = mid + radius u``)."""
+    out = B * np.concatenate([[1.0], box.radius])
+    out[:, 0] = B[:, 0] + B[:, 1:] @ box.mid
+    return out
+
+
+def reduce_sparse(family: JointlyLinearFamily, weights: np.ndarray, seed: int = 0) -> SparseReduced:
+    """``_Reduced`` from one sparse LU of ``G G'`` (see the module docstring); the dense SVD of
+    :func:`~hardlinear.layers.robust_lp._reduce` when ``G`` has dependent rows or no rows."""
+    G = sp.csr_matrix(family.G)
+    m, n = G.shape
+    if m == 0 or m >= n:
+        return SparseReduced(_reduce(family, weights), None, "dense-svd")
+    try:
+        lu = spla.splu(sp.csc_matrix(G @ G.T), permc_spec="COLAMD")
+    except RuntimeError:  # singular: dependent equality rows
+        return SparseReduced(_reduce(family, weights), None, "dense-svd")
+    Beq = _u_coordinates(family.B_eq, family.box)
+    Bin = _u_coordinates(family.B_ineq, family.box)
+    moves = np.any(Beq[:, 1:] != 0, axis=0) | np.any(Bin[:, 1:] != 0, axis=0)
+    active = 1 + np.flatnonzero(moves & (family.box.radius > 0))
+    cols = np.concatenate([[0], active])
+    Fp = np.zeros((n, Beq.shape[1]))
+    Fp[:, cols] = G.T @ lu.solve(np.ascontiguousarray(Beq[:, cols]))
+    scale = 1.0 + np.abs(Beq).max()
+    resid = np.abs(G @ Fp[:, cols] - Beq[:, cols]).max() / scale
+    if not np.isfinite(resid) or resid > 1e-8:  # ill-conditioned or dependent rows: the SVD decides
+        return SparseReduced(_reduce(family, weights), None, "dense-svd")
+    d = n - m
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    X -= G.T @ lu.solve(G @ X)
+    X -= G.T @ lu.solve(G @ X)  # a second pass removes what the first left at rounding level
+    N, r = np.linalg.qr(X)
+    diag = np.abs(np.diag(r))
+    null_resid = float(np.abs(G @ N).max()) if d else 0.0
+    if d and (diag.min() < 1e-10 * diag.max() or null_resid > 1e-9 * (1.0 + abs(G).max())):
+        return SparseReduced(_reduce(family, weights), None, "dense-svd")
+    upper, lower = find_expression_pairs(family.H, Bin[:, active])
+    Hu = sp.csr_matrix(family.H)[upper]
+    M = np.asarray(Hu @ N)
+    HFp = np.asarray(Hu @ Fp[:, cols])
+    C = HFp[:, 1:] - Bin[upper][:, active]
+    R_up = Bin[upper, 0] - HFp[:, 0]
+    lone = lower < 0
+    R_lo = np.where(lone, np.inf, Bin[np.where(lone, 0, lower), 0] + HFp[:, 0])
+    T = np.zeros((0, 0))  # not needed: _assemble_sparse works from the box directly
+    red = _Reduced(T, active, Fp, N, (np.zeros((0, 0)), np.zeros(0), np.zeros((0, n))), upper, lower, M, C, R_up, R_lo, weights[upper])
+    return SparseReduced(red, lu.solve, "sparse-lu", {"eq_residual_particular": float(resid), "null_residual": null_resid})
+
+
+def _assemble_sparse(sr: SparseReduced, W: np.ndarray, family: JointlyLinearFamily) -> np.ndarray:
+    """``F: (n, k + 1)`` in x-coordinates from ``Fp + N W`` (u-coordinates) on the active columns, then one
+    least-squares correction ``F -= G' (G G')^{-1} (G F - B_eq)`` that removes the rounding."""
+    red, box, G = sr.red, family.box, sp.csr_matrix(family.G)
+    Fu = red.Fp.copy()
+    Fu[:, np.concatenate([[0], red.active])] += red.N @ W
+    F = np.zeros_like(Fu)
+    moving = box.radius > 0
+    F[:, 1:][:, moving] = Fu[:, 1:][:, moving] / box.radius[moving]
+    fixed = 1 + np.flatnonzero(~moving)
+    if fixed.size:  # zero-radius inputs: the min-norm solution of their column
+        F[:, fixed] = G.T @ sr.solve_normal(np.ascontiguousarray(family.B_eq[:, fixed]))
+    F[:, 0] = Fu[:, 0] - F[:, 1:] @ box.mid
+    R = G @ F - family.B_eq
+    return F - G.T @ sr.solve_normal(np.ascontiguousarray(R))
+
+
+def verified_row_margins_chunked(
+    F: np.ndarray, H: sp.spmatrix, B_ineq: np.ndarray, box: InputBox, weights: np.ndarray, chunk: int = VERIFY_CHUNK_ROWS
+) -> np.ndarray:
+    """``(m_ineq,)``: ``min_{xi in box} (B_ineq - H F)_i x / w_i`` in float64, ``chunk`` rows at a time (the
+    same closed form as :func:`~hardlinear.layers.robust_lp.verified_row_margins`, in ``O(chunk k)`` memory)."""
+    H = sp.csr_matrix(H)
+    out = np.empty(H.shape[0])
+    for s in range(0, H.shape[0], chunk):
+        e = min(s + chunk, H.shape[0])
+        Z = B_ineq[s:e] - np.asarray(H[s:e] @ F)
+        out[s:e] = (Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius) / weights[s:e]
+    return out
+
+
+# --- the structured interior point -----------------------------------------------------------------------
+@dataclass
+class _WorkingSet:
+    """The working-set LP's data: ``M: (E, d)``, ``C: (E, q)``, right-hand sides and weights; ``two`` marks
+    expressions with a lower row."""
+
+    M: np.ndarray
+    C: np.ndarray
+    R_up: np.ndarray
+    R_lo: np.ndarray
+    w: np.ndarray
+    two: np.ndarray
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        return self.M.shape[1], self.C.shape[1], self.M.shape[0]
+
+
+class _Point:
+    """Primal ``x = (W0: d, t, W: (q, d), U: (q, E))``, slacks and duals of the rows
+    ``a: (q, E)``, ``b: (q, E)``, ``up: (E,)``, ``lo: (E2,)``."""
+
+    def __init__(self, W0, t, W, U):
+        self.W0, self.t, self.W, self.U = W0, t, W, U
+
+    def axpy(self, alpha, other):
+        return _Point(self.W0 + alpha * other.W0, self.t + alpha * other.t, self.W + alpha * other.W, self.U + alpha * other.U)
+
+
+def _slacks(ws: _WorkingSet, x: _Point) -> dict[str, np.ndarray]:
+    """``b - A x`` for every row group."""
+    MW = x.W @ ws.M.T  # (q, E)
+    MW0 = ws.M @ x.W0
+    colsum = x.U.sum(axis=0)
+    return {
+        "a": x.U - MW - ws.C.T,
+        "b": x.U + MW + ws.C.T,
+        "up": ws.R_up - colsum - MW0 - ws.w * x.t,
+        "lo": (ws.R_lo - colsum + MW0 - ws.w * x.t)[ws.two],
+    }
+
+
+def _AT(ws: _WorkingSet, y: dict[str, np.ndarray]) -> _Point:
+    """``A' y`` in the primal layout."""
+    ylo = np.zeros(len(ws.w))
+    ylo[ws.two] = y["lo"]
+    return _Point(
+        ws.M.T @ (y["up"] - ylo),
+        float(ws.w @ (y["up"] + ylo)),
+        (y["a"] - y["b"]) @ ws.M,
+        -y["a"] - y["b"] + (y["up"] + ylo)[None, :],
+    )
+
+
+def _A(ws: _WorkingSet, x: _Point) -> dict[str, np.ndarray]:
+    """``A x`` per row group (the linear part of ``_slacks`` with the opposite sign)."""
+    MW = x.W @ ws.M.T
+    MW0 = ws.M @ x.W0
+    colsum = x.U.sum(axis=0)
+    return {"a": MW - x.U, "b": -MW - x.U, "up": colsum + MW0 + ws.w * x.t, "lo": (colsum - MW0 + ws.w * x.t)[ws.two]}
+
+
+class _NormalSolver:
+    """Solves ``(A' D A + eps I_W) dx = r`` for one ``D`` by block elimination (see the module docstring)."""
+
+    def __init__(self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float):
+        import torch
+
+        self.torch, self.ws, self.eps = torch, ws, eps + rho
+        d, q, E = ws.sizes
+        Da, Db = D["a"], D["b"]
+        self.P = Da + Db + rho  # U's diagonal (rho: the proximal term on U)
+        self.QP = (Db - Da) / self.P
+        delta = (4.0 * Da * Db + rho * (Da + Db)) / self.P  # (q, E): P - Q^2 / P without cancellation
+        self.chunk = max(1, int(CHUNK_BYTES // (8 * max(1, E * max(d, E)))))
+        self.keep = q * d * d * 8 <= FACTOR_BUDGET_BYTES
+        self.M_t = torch.from_numpy(ws.M)
+        self.factors: list[Any] = []
+        Psi = np.zeros((E, E))
+        Psi[np.diag_indices(E)] = (1.0 / self.P).sum(axis=0)
+        for s in range(0, q, self.chunk):
+            L = self._factor(delta[s : s + self.chunk])
+            Yt = (self.M_t[None, :, :] * torch.from_numpy(self.QP[s : s + self.chunk])[:, :, None]).transpose(1, 2)  # (c, d, E)
+            Zt = torch.linalg.solve_triangular(L, Yt, upper=False)  # L^{-1} Y'
+            Z2 = Zt.reshape(-1, E)
+            Psi += (Z2.T @ Z2).numpy()
+            if self.keep:  # explicit inverses: the many later solves become batched mat-vecs
+                self.factors.append(torch.cholesky_inverse(L))
+        self.delta = None if self.keep else delta
+        # the spread rows' system: Phi = D_s^{-1} + T Psi T', T = [I; I_two]
+        two = np.flatnonzero(ws.two)
+        self.two = two
+        Ds = np.concatenate([D["up"], D["lo"]])
+        T_idx = np.concatenate([np.arange(E), two])
+        Phi = Psi[np.ix_(T_idx, T_idx)]
+        Phi[np.diag_indices_from(Phi)] += 1.0 / Ds
+        self.T_idx = T_idx
+        sign = np.concatenate([np.ones(E), -np.ones(len(two))])
+        self.Lg = np.hstack([ws.M[T_idx] * sign[:, None], ws.w[T_idx][:, None]])  # (m_s, d + 1)
+        # one augmented system [[Phi, -Lg], [Lg', Reg_g]] [v; dg] = [rho; r_g], by LU with pivoting: no explicit
+        # Phi^{-1} (Phi mixes tiny and huge entries near the optimum)
+        m_s = len(T_idx)
+        reg = np.full(d + 1, rho)
+        reg[:d] += eps
+        K = np.block([[Phi, -self.Lg], [self.Lg.T, np.diag(reg)]])
+        from scipy.linalg import lu_factor, lu_solve
+
+        self.lu, self.lu_solve, self.m_s = lu_factor(K, check_finite=False), lu_solve, m_s
+
+    def _factor(self, delta_chunk: np.ndarray):
+        torch = self.torch
+        X = self.M_t[None, :, :] * torch.from_numpy(np.sqrt(delta_chunk))[:, :, None]  # (c, E, d)
+        S = X.transpose(1, 2) @ X
+        # eps, plus a relative floor so that the Cholesky exists when delta spans 1e-20..1e20 (the refinement
+        # against the exact operator removes the difference)
+        diag = S.diagonal(dim1=1, dim2=2)
+        diag.add_(self.eps + 1e-13 * diag.amax(dim=1, keepdim=True))
+        return torch.linalg.cholesky(S)
+
+    def _block_solve(self, rW: np.ndarray, rU: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``K_j^{-1} (rW_j, rU_j)`` for all inputs: ``a = S_W^{-1} (rW - M' (Q/P) rU)``, ``b = (rU - Q M a) / P``."""
+        torch = self.torch
+        ws = self.ws
+        rhs = rW - (self.QP * rU) @ ws.M  # (q, d)
+        a = np.empty_like(rhs)
+        q = rhs.shape[0]
+        for i, s in enumerate(range(0, q, self.chunk)):
+            block = torch.from_numpy(rhs[s : s + self.chunk])[:, :, None]
+            if self.keep:
+                a[s : s + self.chunk] = (self.factors[i] @ block).squeeze(2).numpy()
+            else:
+                L = self._factor(self.delta[s : s + self.chunk])
+                a[s : s + self.chunk] = torch.cholesky_solve(block, L).squeeze(2).numpy()
+        b = rU / self.P - self.QP * (a @ ws.M.T)
+        return a, b
+
+    def solve(self, r: _Point) -> _Point:
+        d = self.ws.sizes[0]
+        aW, bU = self._block_solve(r.W, r.U)
+        rho = bU.sum(axis=0)[self.T_idx]
+        sol = self.lu_solve(self.lu, np.concatenate([rho, r.W0, [r.t]]), check_finite=False)
+        v, dg = sol[: self.m_s], sol[self.m_s :]
+        tv = np.zeros(self.ws.sizes[2])
+        np.add.at(tv, self.T_idx, v)
+        aW2, bU2 = self._block_solve(np.zeros_like(r.W), np.broadcast_to(tv, r.U.shape))
+        return _Point(dg[:d], float(dg[d]), aW - aW2, bU - bU2)
+
+
+def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = PCG_ITERATIONS) -> tuple[_Point, float]:
+    """Conjugate gradients on ``apply(x) = rhs`` preconditioned by the block elimination (which is exact up to
+    rounding, so this usually stops after 1-3 iterations; it keeps the step accurate where the elimination's
+    rounding is not small near the optimum). Returns ``(x, relative residual)``."""
+    x = precondition(rhs)
+    r = rhs.axpy(-1.0, apply(x))
+    norm_rhs = np.sqrt(_dot(rhs, rhs)) or 1.0
+    z = precondition(r)
+    p = z
+    rz = _dot(r, z)
+    rel = np.sqrt(_dot(r, r)) / norm_rhs
+    for _ in range(max_iter):
+        if rel <= tol or rz <= 0:
+            break
+        Ap = apply(p)
+        pAp = _dot(p, Ap)
+        if pAp <= 0:
+            break
+        alpha = rz / pAp
+        x = x.axpy(alpha, p)
+        r = r.axpy(-alpha, Ap)
+        rel = np.sqrt(_dot(r, r)) / norm_rhs
+        z = precondition(r)
+        rz_new = _dot(r, z)
+        p = z.axpy(rz_new / rz, p)
+        rz = rz_new
+    return x, float(rel)
+
+
+def _normal_apply(ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, dx: _Point) -> _Point:
+    """``(A' D A + eps I_W + rho I) dx``, matrix-free."""
+    Adx = _A(ws, dx)
+    out = _AT(ws, {k: D[k] * Adx[k] for k in D})
+    return _Point(out.W0 + (eps + rho) * dx.W0, out.t + rho * dx.t, out.W + (eps + rho) * dx.W, out.U + rho * dx.U)
+
+
+def _dot(x: _Point, y: _Point) -> float:
+    return float(x.W0 @ y.W0 + x.t * y.t + np.sum(x.W * y.W) + np.sum(x.U * y.U))
+
+
+def _norm_inf(x) -> float:
+    if isinstance(x, _Point):
+        return max(np.abs(x.W0).max(initial=0), abs(x.t), np.abs(x.W).max(initial=0), np.abs(x.U).max(initial=0))
+    return max(np.abs(v).max(initial=0) for v in x.values())
+
+
+def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int = 1, tol: float = IPM_TOL) -> tuple[_Point, float, dict[str, Any]]:
+    """``max t`` on the working set by Mehrotra's predictor-corrector; returns ``(x, t, info)``.
+
+    ``min -t + (eps/2) ||(W0, W)||^2`` s.t. ``A x + s = b``, ``s >= 0``; raises ``RuntimeError`` when it does
+    not converge (an unbounded margin included: ``t`` then grows without limit)."""
+    d, q, E = ws.sizes
+    scale = max(1.0, np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0))
+    eps = eps * scale
+    rho, delta = PRIMAL_REGULARIZATION * scale, DUAL_REGULARIZATION / scale
+    x = _Point(np.zeros(d), 0.0, np.zeros((q, d)), np.abs(ws.C.T) + 1.0)
+    s0 = _slacks(ws, x)
+    x.t = float(min(np.min((s0["up"]) / ws.w), np.min(s0["lo"] / ws.w[ws.two]) if ws.two.any() else np.inf)) - 1.0
+    s = _slacks(ws, x)
+    y = {k: np.ones_like(v) for k, v in s.items()}
+    b_norm = 1.0 + max(np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0), np.abs(ws.R_lo[ws.two]).max(initial=0))
+    n_rows = sum(v.size for v in s.values())
+    info: dict[str, Any] = {}
+    best = None
+    for it in range(1, MAX_IPM_ITERATIONS + 1):
+        ATy = _AT(ws, y)
+        # dual residual r_d = -(c + eps x_W + A'y), c = -1 on t
+        rd = _Point(-(ATy.W0 + eps * x.W0), -(ATy.t - 1.0), -(ATy.W + eps * x.W), -ATy.U)
+        Ax = _A(ws, x)
+        b = _b(ws)
+        rp = {k: b[k] - Ax[k] - s[k] for k in s}
+        mu = sum(float(np.sum(s[k] * y[k])) for k in s) / n_rows
+        pres = _norm_inf(rp) / b_norm
+        dres = _norm_inf(rd) / (1.0 + _norm_inf(ATy))
+        gap = mu * n_rows / (1.0 + abs(x.t) * float(np.max(ws.w)))
+        log.debug("ipm %d: t=%.10g pres=%.2e dres=%.2e gap=%.2e solve=%.1e", it, x.t, pres, dres, gap, info.get("solve_residual", 0.0))
+        if pres < tol and dres < DUAL_TOL and gap < tol:
+            info.update(ipm_iterations=it, pres=pres, dres=dres, gap=gap)
+            return x, x.t, info
+        if pres < 1e-8 and dres < DUAL_TOL and (best is None or gap < best[3]):
+            best = (x, pres, dres, gap)
+        if best is not None and (dres > 1e3 * max(best[2], 1e-12) or info.get("solve_residual", 0.0) > 1e-4):
+            if best[3] < STALL_GAP:  # numerical stall: the best point is optimal to best[3]
+                info.update(ipm_iterations=it, pres=best[1], dres=best[2], gap=best[3], stalled=True)
+                return best[0], best[0].t, info
+            raise RuntimeError(f"structured interior point lost accuracy at gap {best[3]:.2e} (iteration {it})")
+        if not np.isfinite(x.t) or abs(x.t) > 1e12 * b_norm:
+            raise RuntimeError(f"structured interior point diverged (t = {x.t:.3g}): is the margin unbounded on this working set?")
+        # The factorisation uses the regularised scaling D = y / (s + delta y) (bounded, so the elimination stays
+        # accurate); conjugate gradients preconditioned by it then solve the exact system (delta = 0), which keeps
+        # the fast final convergence; where they cannot (near the end, on degenerate rows), the regularised system.
+        D_reg = {k: y[k] / (s[k] + delta * y[k]) for k in s}
+        D_exact = {k: y[k] / s[k] for k in s}
+        info["solve_residual"] = 0.0
+        ns = _NormalSolver(ws, D_reg, eps, rho)
+
+        def direction(rc, ns=ns, D_reg=D_reg, D_exact=D_exact, s=s, y=y, rp=rp, rd=rd):
+            scratch: dict[str, Any] = {}
+            out = _direction(ws, ns, D_exact, s, y, rp, rd, rc, eps, rho, scratch)
+            if scratch["solve_residual"] <= 1e-9:
+                return out
+            info["regularised_steps"] = info.get("regularised_steps", 0) + 1
+            return _direction(ws, ns, D_reg, s, y, rp, rd, rc, eps, rho, info)
+
+        dx, ds, dy = direction({k: -s[k] * y[k] for k in s})
+        ap, ad = _step(s, ds), _step(y, dy)
+        mu_aff = sum(float(np.sum((s[k] + ap * ds[k]) * (y[k] + ad * dy[k]))) for k in s) / n_rows
+        sigma = (mu_aff / mu) ** 3
+        dx, ds, dy = direction({k: sigma * mu - s[k] * y[k] - ds[k] * dy[k] for k in s})
+        ap, ad = 0.99 * _step(s, ds), 0.99 * _step(y, dy)
+        ap, ad = min(1.0, ap), min(1.0, ad)
+        x = x.axpy(ap, dx)
+        s = {k: s[k] + ap * ds[k] for k in s}
+        y = {k: y[k] + ad * dy[k] for k in s}
+    raise RuntimeError(f"structured interior point did not converge in {MAX_IPM_ITERATIONS} iterations")
+
+
+def _direction(ws, ns, D, s, y, rp, rd, rc, eps, rho, info):
+    """One regularised Newton direction: ``(eps + rho + A'DA) dx = rd - A' D (rc / y - rp)``,
+    ``dy = D (A dx + rc / y - rp)``, ``ds = (rc - s dy) / y``."""
+    corr = {k: D[k] * (rc[k] / y[k] - rp[k]) for k in s}
+    rhs = rd.axpy(-1.0, _AT(ws, corr))
+    dx, rel = _pcg(lambda v: _normal_apply(ws, D, eps, rho, v), ns.solve, rhs)
+    info["solve_residual"] = max(info.get("solve_residual", 0.0), rel)
+    Adx = _A(ws, dx)
+    dy = {k: D[k] * (Adx[k] + rc[k] / y[k] - rp[k]) for k in s}
+    ds = {k: (rc[k] - s[k] * dy[k]) / y[k] for k in s}
+    return dx, ds, dy
+
+
+def _b(ws: _WorkingSet) -> dict[str, np.ndarray]:
+    q = ws.C.shape[1]
+    return {"a": -ws.C.T, "b": ws.C.T.copy(), "up": ws.R_up, "lo": ws.R_lo[ws.two]} if q else {"a": np.zeros((0, len(ws.w))), "b": np.zeros((0, len(ws.w))), "up": ws.R_up, "lo": ws.R_lo[ws.two]}
+
+
+def _step(v: dict[str, np.ndarray], dv: dict[str, np.ndarray]) -> float:
+    """The largest ``alpha`` in (0, 1/0.99] keeping ``v + alpha dv >= 0``."""
+    alpha = 1.0 / 0.99
+    for k in v:
+        neg = dv[k] < 0
+        if np.any(neg):
+            alpha = min(alpha, float(np.min(-v[k][neg] / dv[k][neg])))
+    return alpha
+
+
+# --- public entry point ---------------------------------------------------------------------------------
+def solve_robust_lp_reduced(
+    family: JointlyLinearFamily,
+    weights: np.ndarray,
+    threads: int = 1,
+    max_rounds: int = 30,
+    regularization: float = REGULARIZATION,
+) -> RuleSolution:
+    """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
+    on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
+    every row (float64, chunked). Raises ``RuntimeError`` when the interior point fails and
+    :class:`~hardlinear.layers.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
+    import torch
+
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (family.m_ineq,) or np.any(weights <= 0):
+        raise ValueError(f"weights must be ({family.m_ineq},) and positive")
+    t0 = time.perf_counter()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    # numpy's BLAS pool too: unbounded, its threads spin against each other on a loaded machine (a 207 x 207 LU
+    # took 0.48 s instead of 2 ms at load 16 on 2 cores)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=max(1, threads)):
+        try:
+            return _solve(family, weights, threads, max_rounds, regularization, t0)
+        finally:
+            torch.set_num_threads(previous_threads)
+
+
+def _solve(family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float) -> RuleSolution:
+    """The body of :func:`solve_robust_lp_reduced`, inside its thread limits."""
+    sr = reduce_sparse(family, weights)
+    red = sr.red
+    d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
+    info: dict[str, Any] = {
+        "null_dim": d, "active_inputs": q, "expressions": E, "rounds": 0, "rows_in_lp": 0,
+        "rule_unknowns": d * (q + 1), "rule_unknowns_full": family.n * (family.k + 1), "elimination": sr.method,
+        "reduce_time_s": time.perf_counter() - t0,
+    }
+    W = np.zeros((d, q + 1))
+    status = "determined"
+    if E and d:
+        W = _rounds(red, regularization, threads, max_rounds, info)
+        status = "Solved"
+    if sr.solve_normal is None:
+        from hardlinear.layers.robust_lp import _assemble, _reproject
+
+        F = _reproject(_assemble(red, W, family.B_eq), family.G, family.B_eq, red.pinv)
+    else:
+        F = _assemble_sparse(sr, W, family)
+    margins = verified_row_margins_chunked(F, family.H, family.B_ineq, family.box, weights)
+    info["eq_residual"] = float(np.abs(family.G @ F - family.B_eq).max() / (1.0 + np.abs(family.B_eq).max()))
+    t_star = float(margins.min()) if margins.size else float("inf")
+    return RuleSolution(F, t_star, margins, status, "reduced", time.perf_counter() - t0, info)
+
+
+def _rounds(red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any]) -> np.ndarray:
+    """Row generation around :func:`solve_working_set`; returns ``W: (d, q + 1)``."""
+    d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
+    S = _seed(red)
+    ipm_total = 0
+    for rounds in range(1, max_rounds + 1):
+        ws = _WorkingSet(red.M[S], red.C[S], red.R_up[S], red.R_lo[S], red.w[S], red.lower[S] >= 0)
+        t_round = time.perf_counter()
+        x, t_ws, ipm = solve_working_set(ws, regularization, threads)
+        ipm_total += ipm["ipm_iterations"]
+        info["ipm_gap"] = max(info.get("ipm_gap", 0.0), float(ipm["gap"]))  # the working-set optimum is within this
+        info["ipm_stalled"] = bool(info.get("ipm_stalled", False) or ipm.get("stalled", False))
+        W = np.column_stack([x.W0, x.W.T]) if q else x.W0[:, None]
+        margins = _expression_margins(red, W)
+        below = np.flatnonzero(margins < t_ws - ROW_TOLERANCE * max(1.0, abs(t_ws)))
+        fresh = below[~np.isin(below, S)]
+        info.update(rounds=rounds, rows_in_lp=int(len(S)), t_working_set=float(t_ws), ipm_iterations=ipm_total)
+        log.debug(
+            "reduced robust LP round %d: %d of %d expressions, t=%.8g, rule's margin %.6g, %d rows below, %.1f s",
+            rounds, len(S), E, t_ws, float(margins.min()), len(fresh), time.perf_counter() - t_round,
+        )
+        if fresh.size == 0:
+            return W
+        S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, d)]])
+    raise RuntimeError(f"row generation did not converge in {max_rounds} rounds")

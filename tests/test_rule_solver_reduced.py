@@ -1,0 +1,128 @@
+"""The reduced rule solver (structured interior point on a sparse elimination) against the interior point of
+``robust_lp``, its independent verification, and the zone / area inputs of DC-OPF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from hardlinear.layers import solve_decision_rule
+from hardlinear.layers.robust_lp import row_weights, solve_robust_lp, verified_row_margins
+from hardlinear.layers.robust_lp_reduced import reduce_sparse, solve_robust_lp_reduced, verified_row_margins_chunked
+from hardlinear.problems import build_problem
+
+T_REL = 1e-6  # relative agreement of the verified margins of the two solvers
+EQ_TOL = 1e-9  # relative residual of G F = B_eq
+SAMPLE_TOL = 1e-9  # sampled weighted slack below the verified margin
+
+
+def _problem(name: str, form: str):
+    if name.startswith("pglib_opf_"):
+        case, _, level = name.partition(":")
+        return build_problem("dcopf", case=case, uncertainty=float(level), form=form)
+    return build_problem(name, form=form)
+
+
+def _check_rule(problem, sol) -> None:
+    """Independent of the solver: equalities coefficient-wise, every row's worst case (recomputed here with the
+    unchunked closed form) equal to the reported margins, and sampled inputs and box vertices no worse."""
+    compact = problem.compact
+    w = row_weights(compact.H, problem.form)
+    F = sol.F
+    assert np.abs(compact.G @ F - compact.B_eq).max() / (1.0 + np.abs(compact.B_eq).max()) <= EQ_TOL
+    margins = verified_row_margins(F, compact.H, compact.B_ineq, compact.box, w)
+    np.testing.assert_allclose(sol.row_margins, margins, rtol=0, atol=1e-12)
+    assert sol.t_star == pytest.approx(margins.min(), abs=1e-15)
+    gen = torch.Generator().manual_seed(0)
+    xi = torch.cat([problem.sample(2000, gen), compact.box.vertices(limit=2048, generator=gen)])
+    y = torch.as_tensor(np.asarray(F)) @ torch.cat([torch.ones(len(xi), 1, dtype=xi.dtype), xi], 1).T
+    slack = -compact.ineq_resid(xi, y.T) / torch.as_tensor(w)
+    assert slack.min().item() >= sol.t_star - SAMPLE_TOL
+
+
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_30", "dcopf_57"])
+def test_reduced_solver_matches_the_interior_point(name, form):
+    problem = _problem(name, form)
+    w = row_weights(problem.compact.H, form)
+    new = solve_robust_lp_reduced(problem.compact, w)
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    assert new.t_star > 0 and new.solver == "reduced"
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    _check_rule(problem, new)
+    assert new.info["elimination"] == "sparse-lu"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+@pytest.mark.parametrize("name", ["dcopf_118", "dcopf_200", "pglib_opf_case300_ieee:0.1", "pglib_opf_case500_goc:0.05"])
+def test_reduced_solver_matches_the_interior_point_on_larger_cases(name, form):
+    problem = _problem(name, form)
+    w = row_weights(problem.compact.H, form)
+    new = solve_robust_lp_reduced(problem.compact, w)
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    _check_rule(problem, new)
+
+
+@pytest.mark.parametrize(("name", "null_dim"), [("dcopf_14", 1), ("dcopf_30", 1), ("dcopf_57", 3), ("dcopf_118", 18), ("dcopf_200", 31)])
+def test_sparse_elimination_has_the_free_dimension_of_the_equalities(name, null_dim):
+    problem = build_problem(name)
+    compact = problem.compact
+    sr = reduce_sparse(compact, row_weights(compact.H, "standard"))
+    N = sr.red.N
+    assert sr.method == "sparse-lu"
+    assert N.shape[1] == null_dim == compact.n - np.linalg.matrix_rank(compact.G.toarray())
+    assert np.abs(compact.G @ N).max() <= 1e-10
+    np.testing.assert_allclose(N.T @ N, np.eye(null_dim), atol=1e-10)
+
+
+def test_chunked_verification_equals_the_closed_form():
+    problem = build_problem("dcopf_30", form="inequality")
+    compact = problem.compact
+    w = row_weights(compact.H, "inequality")
+    F = np.random.default_rng(0).standard_normal((compact.n, compact.k + 1))
+    np.testing.assert_allclose(
+        verified_row_margins_chunked(F, compact.H, compact.B_ineq, compact.box, w, chunk=7),
+        verified_row_margins(F, compact.H, compact.B_ineq, compact.box, w),
+        rtol=1e-13,
+        atol=1e-12,
+    )
+
+
+def test_decision_rule_accepts_the_reduced_solver(tmp_path):
+    problem = build_problem("dcopf_14")
+    rule = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)
+    assert rule.info["solver"] == "reduced" and rule.t_star == pytest.approx(0.182, rel=T_REL)
+    again = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)
+    assert again.info["cached"] and again.t_star == rule.t_star
+    with pytest.raises(ValueError, match="reduced"):
+        solve_decision_rule(build_problem("portfolio"), solver="reduced")
+
+
+@pytest.mark.parametrize("inputs", ["zones", "areas"])
+def test_zone_and_area_inputs_aggregate_the_loaded_buses(inputs):
+    case = "pglib_opf_case200_activ"
+    loaded = build_problem("dcopf", case=case, uncertainty=0.1, inputs="loaded_buses").compact
+    grouped = build_problem("dcopf", case=case, uncertainty=0.1, inputs=inputs)
+    net = grouped.network
+    labels = (net.zone if inputs == "zones" else net.area)[net.pd != 0]
+    groups = np.unique(labels)
+    assert grouped.compact.k == len(groups) and grouped.inputs == inputs
+    assign = sp.csr_matrix((np.ones(len(labels)), (np.arange(len(labels)), np.searchsorted(groups, labels))))
+    np.testing.assert_array_equal(grouped.compact.B_eq[:, 0], loaded.B_eq[:, 0])
+    np.testing.assert_allclose(grouped.compact.B_eq[:, 1:], np.asarray(loaded.B_eq[:, 1:] @ assign), rtol=0, atol=0)
+    rule = solve_decision_rule(grouped, solver="reduced")
+    assert rule.t_star > 0 and rule.k == len(groups)
+
+
+def test_reduced_solver_reports_the_largest_level_by_bisection():
+    from hardlinear.layers import DecisionRuleInfeasible
+
+    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        solve_decision_rule(problem, solver="reduced")
+    assert err.value.max_uncertainty == pytest.approx(0.5405, abs=2e-3)  # the exact LP's level (README)
+    assert "bisection" in str(err.value)

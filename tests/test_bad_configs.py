@@ -68,7 +68,7 @@ BAD = [
     (["method=dc3", "method.penalty=-5"], "method.penalty must be >= 0; got -5"),
     (
         ["method=dc3", "+method.momentumm=0.9"],
-        "method has no option 'momentumm'; valid options: eq_fraction, layer_dtype, lr, max_iter, momentum",
+        "method has no option 'momentumm'; valid options: completion, eq_fraction, layer_dtype, lr, max_iter, momentum",
     ),
     (["method=dc3", "method.momentum=1.0"], "method.momentum must be in [0, 1); got 1.0"),
     (["method=dc3", "method.max_iter=0"], "method.max_iter must be >= 1; got 0"),
@@ -172,6 +172,10 @@ def test_cuda_requested_but_unavailable_is_clear(hydra_conf):
 @pytest.mark.parametrize("problem", [*PROBLEMS, "dcopf"])
 def test_every_shipped_config_passes(hydra_conf, problem, method):
     overrides = GENERIC_DCOPF if problem == "dcopf" else [f"problem={problem}"]
+    if problem == "linear":
+        overrides = [*overrides, "problem.path=my_problem.npz"]  # the file is only opened when the problem is built
+    if problem in ("dc3_qp", "dc3_nonconvex", "linear") and method in ("apm", "eapm"):
+        overrides = [*overrides, "problem.form=standard"]  # these default to the inequality form; APM needs slacks
     validate_config(compose_cfg(*overrides, f"method={method}", "trainer=fast"))
 
 

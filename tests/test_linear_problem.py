@@ -103,7 +103,7 @@ def test_harness_runs_a_method_on_a_file(tmp_path):
     with initialize_config_dir(config_dir=conf, version_base=None):
         cfg = compose(config_name="config", overrides=[
             "problem=linear", f"problem.path={path}", "method=penalty", "trainer=fast", "progress=false",
-            f"results_csv={tmp_path / 'runs.csv'}", f"cache_dir={tmp_path / 'cache'}", "logger=csv",
+            f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'cache'}", "logger=csv",
         ])
         row = run(cfg, tmp_path / "run")
     assert row is not None and row["problem"] == "linear" and np.isfinite(row["test/gap_mean"])

@@ -81,7 +81,7 @@ BAD = [
     ),
     (
         ["method=optimizer", "method.solver=cplex"],
-        "method.solver must be one of highs, clarabel, osqp, gurobi; got 'cplex'",
+        "method.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'",
     ),
     (
         ["method=post_projection", "method.solver=highs"],
@@ -126,7 +126,7 @@ BAD = [
     (["eval.diverged_gap=0"], "eval.diverged_gap must be > 0; got 0"),
     (["data.val_size=0"], "data.val_size must be >= 1; got 0"),
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
-    (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi; got 'cplex'"),
+    (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'"),
     (["+data.train_size=10"], "data has no option 'train_size'"),
     (["network.hidden=0"], "network.hidden must be >= 1; got 0"),
     (["network.layers=two"], "network.layers must be an int; got 'two' (str)"),

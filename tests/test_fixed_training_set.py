@@ -26,7 +26,7 @@ def test_problem_training_inputs_are_used_unless_box_is_asked():
 
 
 def test_pass_epoch_visits_every_row_once_in_shuffled_batches():
-    cfg = TrainerConfig(batch_size=5, epoch="pass")
+    cfg = TrainerConfig(batch_size=5, sampling="pass")
     gen = torch.Generator().manual_seed(0)
     first = _epoch_indices(cfg, gen, 23)
     assert [len(b) for b in first] == [5, 5, 5, 5, 3]
@@ -41,9 +41,9 @@ def test_pass_epoch_visits_every_row_once_in_shuffled_batches():
 def test_pass_epoch_without_a_fixed_set_names_the_fix():
     p = LinearProblem(arrays=small_arrays())
     with pytest.raises(ValueError, match="train_size"):
-        training_inputs(p, TrainerConfig(epoch="pass"), Context())
-    with pytest.raises(ValueError, match="epoch must be one of"):
-        TrainerConfig(epoch="sweep")
+        training_inputs(p, TrainerConfig(sampling="pass"), Context())
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        TrainerConfig(sampling="sweep")
 
 
 def test_training_runs_on_the_fixed_set(tmp_path):
@@ -56,5 +56,5 @@ def test_training_runs_on_the_fixed_set(tmp_path):
     method = Penalty(penalty=10.0)
     method.setup(p, ctx)
     val = build_dataset(p, "val", 4, seed=0, cache_dir=tmp_path, progress=False)
-    fit = train(method, p, val, TrainerConfig(epochs=2, pretrain_epochs=0, batch_size=16, epoch="pass", progress=False), ctx)
+    fit = train(method, p, val, TrainerConfig(epochs=2, pretrain_epochs=0, batch_size=16, sampling="pass", progress=False), ctx)
     assert len(fit.history) == 2 and np.isfinite(fit.history[-1]["train/loss"])

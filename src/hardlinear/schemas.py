@@ -578,9 +578,9 @@ def _check_trainer(check: _Checker, trainer: Any) -> None:
 
     hints = _dataclass_hints(TrainerConfig)
     check.need_known_keys("trainer", list(trainer), list(hints) + ["name"])
-    from hardlinear.train.trainer import EPOCHS, TRAIN_INPUTS
+    from hardlinear.train.trainer import SAMPLINGS, TRAIN_INPUTS
 
-    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "epoch": EPOCHS})
+    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS})
     _check_pretrain_le_epochs(check, "trainer", trainer, ok)
 
 

@@ -2,7 +2,7 @@
 
 An epoch is ``batches_per_epoch`` batches of fresh inputs drawn from the box (the paper's code), or of a fixed
 training set: the problem's own training inputs where it has them (DC3's 8,334, a user's ``train_inputs``;
-``train_inputs="auto"``), else ``train_size`` samples from the box. With ``epoch="pass"`` an epoch is one
+``train_inputs="auto"``), else ``train_size`` samples from the box. With ``sampling="pass"`` an epoch is one
 shuffled pass over the fixed set in batches of ``batch_size``, the last one shorter (DC3's loop). Phases: MSE pre-training to ``method.pretrain_target`` for the first
 ``pretrain_epochs`` (when the method has a target), then the method's own loss; supervised methods are fit by
 MSE to reference solutions throughout. The validation loss after every epoch selects the checkpoint (the
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 TRAIN_INPUTS = ("auto", "box")
-EPOCHS = ("batches", "pass")
+SAMPLINGS = ("batches", "pass")
 
 
 class TrainingDiverged(RuntimeError):
@@ -55,7 +55,7 @@ class TrainerConfig:
     train_inputs: str = "auto"
     """``auto``: the problem's fixed training inputs when it has them (DC3's split, a file's ``train_inputs``),
     else as ``train_size`` says; ``box``: ignore them and draw from the box."""
-    epoch: str = "batches"
+    sampling: str = "batches"
     """``batches``: ``batches_per_epoch`` batches drawn with replacement; ``pass``: one shuffled pass over the
     fixed training set (needs one: the problem's, or ``train_size``)."""
     supervised_size: int = 10000
@@ -80,8 +80,8 @@ class TrainerConfig:
             raise ValueError("batches_per_epoch must be >= 1 and lr > 0")
         if self.train_inputs not in TRAIN_INPUTS:
             raise ValueError(f"train_inputs must be one of {TRAIN_INPUTS}; got {self.train_inputs!r}")
-        if self.epoch not in EPOCHS:
-            raise ValueError(f"epoch must be one of {EPOCHS}; got {self.epoch!r}")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}; got {self.sampling!r}")
 
 
 @dataclass
@@ -101,17 +101,17 @@ def training_inputs(problem, cfg: TrainerConfig, ctx: Context) -> torch.Tensor |
         return torch.as_tensor(given, dtype=torch.float64)
     if cfg.train_size:
         return problem.sample(cfg.train_size, generator=ctx.generator(offset=23))
-    if cfg.epoch == "pass":
+    if cfg.sampling == "pass":
         raise ValueError(
-            f"trainer.epoch=pass needs a fixed training set, and {problem.name} has no training inputs: "
-            "set trainer.train_size=N, or trainer.epoch=batches"
+            f"trainer.sampling=pass needs a fixed training set, and {problem.name} has no training inputs: "
+            "set trainer.train_size=N, or trainer.sampling=batches"
         )
     return None
 
 
 def _epoch_indices(cfg: TrainerConfig, gen: torch.Generator, size: int) -> list[torch.Tensor | None]:
     """Row indices of each batch of an epoch into the fixed set of ``size`` rows (None: fresh samples)."""
-    if cfg.epoch == "pass":
+    if cfg.sampling == "pass":
         order = torch.randperm(size, generator=gen)
         return [chunk for chunk in order.split(cfg.batch_size) if len(chunk) >= 2]  # batch norm needs two rows
     return [None] * cfg.batches_per_epoch

@@ -68,7 +68,7 @@ BAD = [
     (["method=dc3", "method.penalty=-5"], "method.penalty must be >= 0; got -5"),
     (
         ["method=dc3", "+method.momentumm=0.9"],
-        "method has no option 'momentumm'; valid options: eq_fraction, layer_dtype, lr, max_iter, momentum",
+        "method has no option 'momentumm'; valid options: completion, eq_fraction, layer_dtype, lr, max_iter, momentum",
     ),
     (["method=dc3", "method.momentum=1.0"], "method.momentum must be in [0, 1); got 1.0"),
     (["method=dc3", "method.max_iter=0"], "method.max_iter must be >= 1; got 0"),
@@ -81,7 +81,7 @@ BAD = [
     ),
     (
         ["method=optimizer", "method.solver=cplex"],
-        "method.solver must be one of highs, clarabel, osqp, gurobi; got 'cplex'",
+        "method.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'",
     ),
     (
         ["method=post_projection", "method.solver=highs"],
@@ -126,7 +126,7 @@ BAD = [
     (["eval.diverged_gap=0"], "eval.diverged_gap must be > 0; got 0"),
     (["data.val_size=0"], "data.val_size must be >= 1; got 0"),
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
-    (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi; got 'cplex'"),
+    (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'"),
     (["+data.train_size=10"], "data has no option 'train_size'"),
     (["network.hidden=0"], "network.hidden must be >= 1; got 0"),
     (["network.layers=two"], "network.layers must be an int; got 'two' (str)"),
@@ -172,6 +172,10 @@ def test_cuda_requested_but_unavailable_is_clear(hydra_conf):
 @pytest.mark.parametrize("problem", [*PROBLEMS, "dcopf"])
 def test_every_shipped_config_passes(hydra_conf, problem, method):
     overrides = GENERIC_DCOPF if problem == "dcopf" else [f"problem={problem}"]
+    if problem == "linear":
+        overrides = [*overrides, "problem.path=my_problem.npz"]  # the file is only opened when the problem is built
+    if problem in ("dc3_qp", "dc3_nonconvex", "linear") and method in ("apm", "eapm"):
+        overrides = [*overrides, "problem.form=standard"]  # these default to the inequality form; APM needs slacks
     validate_config(compose_cfg(*overrides, f"method={method}", "trainer=fast"))
 
 

@@ -1,6 +1,8 @@
 """Datasets of inputs with reference solutions, and the on-disk cache that keeps them.
 
-A dataset is a set of inputs drawn from the box with a seeded generator, solved by the reference solver.
+A dataset is a set of inputs drawn from the box with a seeded generator, or given (the problem's fixed inputs
+for the split, e.g. DC3's published split or a user's ``val_inputs``/``test_inputs``, or an ``inputs`` array),
+solved by the reference solver.
 It is cached under ``cache_dir`` keyed by a hash of everything that determines it (the problem's data
 fingerprint, split, size, seed, solver, format version); the file carries a SHA-256 checksum of its arrays,
 so a truncated or edited cache is detected and rebuilt with a message. Writes are atomic (temp file +
@@ -45,11 +47,13 @@ class Dataset:
         return int(self.xi.shape[0])
 
 
-def dataset_key(problem, split: str, size: int, seed: int, solver: str) -> str:
-    payload = json.dumps(
-        {"problem": problem.fingerprint(), "split": split, "size": size, "seed": seed, "solver": solver, "v": FORMAT_VERSION},
-        sort_keys=True,
-    )
+def dataset_key(problem, split: str, size: int, seed: int, solver: str, inputs: np.ndarray | None = None) -> str:
+    """Hash of everything that determines a dataset; given inputs enter by their bytes (size and seed then
+    do not matter)."""
+    fields = {"problem": problem.fingerprint(), "split": split, "size": size, "seed": seed, "solver": solver, "v": FORMAT_VERSION}
+    if inputs is not None:
+        fields.update(size=0, seed=0, inputs=hashlib.sha256(np.ascontiguousarray(inputs, dtype=np.float64).tobytes()).hexdigest())
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -110,16 +114,31 @@ def build_dataset(
     solver: str | None = None,
     cache_dir: str | os.PathLike | None = "data/cache",
     progress: bool = True,
+    inputs: np.ndarray | torch.Tensor | None = None,
 ) -> Dataset:
-    """Inputs for ``split`` with reference solutions, from the cache when a valid copy exists."""
+    """Inputs for ``split`` with reference solutions, from the cache when a valid copy exists.
+
+    The inputs are ``inputs`` when given, else the problem's fixed inputs for the split
+    (``problem.inputs_for(split)``) when it has them, else ``size`` samples from the box seeded by ``seed``;
+    given inputs are used whole (``size`` and ``seed`` are then ignored, and a differing ``size`` is logged).
+    """
     if split not in SPLIT_OFFSETS:
         raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}; got {split!r}")
     if size < 1:
         raise ValueError(f"dataset size must be >= 1; got {size}")
     solver = solver or problem.default_solver()
+    if inputs is None and hasattr(problem, "inputs_for"):
+        inputs = problem.inputs_for(split)
+    if inputs is not None:
+        from hardlinear.problems.linear import check_inputs
+
+        inputs = check_inputs(f"{split} inputs", inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else inputs, problem.box)
+        if len(inputs) != size:
+            log.info("%s %s set: using the %d given inputs (size=%d is ignored)", problem.name, split, len(inputs), size)
     path = None
     if cache_dir is not None:
-        path = Path(cache_dir) / f"{problem.name}-{split}-{dataset_key(problem, split, size, seed, solver)}.npz"
+        key = dataset_key(problem, split, size, seed, solver, inputs)
+        path = Path(cache_dir) / f"{problem.name}-{split}-{key}.npz"
         cached = load_arrays(path)
         if cached is not None:
             a, meta = cached
@@ -133,13 +152,16 @@ def build_dataset(
                 from_cache=True,
             )
     t0 = time.perf_counter()
-    xi = problem.sample(size, generator=torch.Generator().manual_seed(seed + SPLIT_OFFSETS[split]))
+    if inputs is not None:
+        xi = torch.as_tensor(inputs, dtype=torch.float64)
+    else:
+        xi = problem.sample(size, generator=torch.Generator().manual_seed(seed + SPLIT_OFFSETS[split]))
     sol = problem.solve(xi, solver=solver, progress=progress)
     build_time = time.perf_counter() - t0
     arrays = {"xi": xi.numpy(), "y": sol.y, "objective": sol.objective, "solve_time_s": sol.time_s}
     if path is not None:
-        save_arrays(path, arrays, {"problem": problem.name, "split": split, "size": size, "seed": seed, "solver": solver, "build_time_s": build_time})
-        log.info("built %s %s set (%d instances, %s) in %.1f s -> %s", problem.name, split, size, solver, build_time, path)
+        save_arrays(path, arrays, {"problem": problem.name, "split": split, "size": len(xi), "seed": seed, "given": inputs is not None, "solver": solver, "build_time_s": build_time})
+        log.info("built %s %s set (%d instances, %s) in %.1f s -> %s", problem.name, split, len(xi), solver, build_time, path)
     return Dataset(
         xi=xi,
         y=torch.as_tensor(sol.y),

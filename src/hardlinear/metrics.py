@@ -48,6 +48,8 @@ def instance_metrics(problem, xi: torch.Tensor, y: torch.Tensor, y_opt_objective
         "ineq_viol": ineq_rel.numpy(),
         "max_abs_viol": max_abs.numpy(),
         "objective": f.numpy(),
+        "eq_max": eq_max.numpy(),
+        "ineq_max": ineq_max.numpy(),
     }
 
 
@@ -59,6 +61,12 @@ def summarize(per_instance: dict[str, np.ndarray], split: str = "test") -> dict[
         out[f"{split}/{name}_mean"] = float(np.mean(values)) if len(values) else float("nan")
         out[f"{split}/{name}_worst"] = float(np.max(values)) if len(values) else float("nan")
     out[f"{split}/max_abs_viol"] = float(np.max(per_instance["max_abs_viol"])) if len(per_instance["max_abs_viol"]) else float("nan")
+    # DC3's own statistics (its tables): the mean objective and the means over instances of each instance's
+    # largest absolute equality and inequality violation ("Max eq.", "Max ineq.").
+    for name in ("objective", "eq_max", "ineq_max"):
+        if name in per_instance:
+            values = per_instance[name]
+            out[f"{split}/{name}_mean"] = float(np.mean(values)) if len(values) else float("nan")
     return out
 
 

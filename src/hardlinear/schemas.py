@@ -108,7 +108,7 @@ DATA: dict[str, tuple[Any, Range | tuple | None]] = {
     "test_seed": (int, NON_NEGATIVE),
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
 }
-NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE}
+NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE, "dropout": Range(0, 1, hi_open=True)}
 EVAL_RANGES = {
     "warmup": NON_NEGATIVE, "time_instances": AT_LEAST_1, "throughput_batch": AT_LEAST_1,
     "diverged_gap": POSITIVE, "diverged_viol": POSITIVE,
@@ -375,7 +375,7 @@ def _check_logger(check: _Checker, logger: dict) -> None:
 def _check_problem(check: _Checker, problem: Any) -> None:
     if not isinstance(problem, dict):
         return
-    from hardlinear.problems import PAPER_PROBLEMS, PAPER_UNCERTAINTY
+    from hardlinear.problems import PAPER_UNCERTAINTY, PROBLEMS
     from hardlinear.problems.base import Form, ObjectiveKind
 
     name = problem.get("name", _UNSET)
@@ -383,10 +383,10 @@ def _check_problem(check: _Checker, problem: Any) -> None:
         check.error("problem.name is missing; choose a problem with problem=<name>")
         return
     if not check.need_type("problem.name", name, str) or not check.need_choice(
-        "problem.name", name, list(PAPER_PROBLEMS)
+        "problem.name", name, list(PROBLEMS)
     ):
         return
-    cls, fixed = PAPER_PROBLEMS[name]
+    cls, fixed = PROBLEMS[name]
     hints = _signature_hints(cls.__init__, skip=("self", "name"))
     for key in fixed:
         if key in problem:
@@ -578,7 +578,9 @@ def _check_trainer(check: _Checker, trainer: Any) -> None:
 
     hints = _dataclass_hints(TrainerConfig)
     check.need_known_keys("trainer", list(trainer), list(hints) + ["name"])
-    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES)
+    from hardlinear.train.trainer import SAMPLINGS, TRAIN_INPUTS
+
+    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS})
     _check_pretrain_le_epochs(check, "trainer", trainer, ok)
 
 

@@ -10,6 +10,11 @@ code; ``norm="squared"`` as its paper's text); the equality term is ~0 by constr
 instance once its largest inequality violation is ``<= tol`` (1e-4); ``Prediction.iterations`` is the number of
 correction steps each instance took. Paper defaults: correction lr 1e-4, momentum 0.5, penalty 5000 (DC-OPF)
 or 0.5 (portfolio, ``conf/problem_method/portfolio_dc3.yaml``).
+
+``completion``: which variables the network predicts. ``pivoted`` (default) picks them by column-pivoted QR,
+the best-conditioned completion; ``problem`` takes the problem's own choice (``completion_partial_vars()``: on
+DC3's benchmark, the variables DC3's code drew). The correction's effective step depends on this choice (see
+:mod:`hardlinear.layers.dc3`), so DC3's ``lr`` reproduces DC3 only with DC3's variables.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import torch
 
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.penalty import check_penalty_options, run_net, soft_loss
+
+COMPLETIONS = ("pivoted", "problem")
 
 
 class DC3(Method):
@@ -39,8 +46,12 @@ class DC3(Method):
         norm: str = "l2",
         eq_fraction: float = 0.5,
         layer_dtype: str = "float64",
+        completion: str = "pivoted",
     ) -> None:
         super().__init__()
+        if completion not in COMPLETIONS:
+            raise ValueError(f"completion must be one of {COMPLETIONS}; got {completion!r}")
+        self.completion = completion
         check_penalty_options(penalty, norm, eq_fraction)
         self.norm, self.eq_fraction = norm, float(eq_fraction)
         if train_steps < 0 or max_iter < 0:
@@ -57,7 +68,13 @@ class DC3(Method):
 
         self.problem = problem
         t0 = time.perf_counter()
-        completion = EqualityCompletion(problem.family, generator=ctx.generator(offset=41))
+        partial = None
+        if self.completion == "problem":
+            choose = getattr(problem, "completion_partial_vars", None)
+            if choose is None:
+                raise ValueError(f"{self.name}: completion=problem, but {problem.name} suggests no partial variables; use completion=pivoted")
+            partial = choose()
+        completion = EqualityCompletion(problem.family, generator=ctx.generator(offset=41), partial_idx=partial)
         self.correction = GradientCorrection(
             completion, lr=self.lr, momentum=self.momentum, tol=self.tol, max_iter=self.max_iter
         ).to(ctx.device)

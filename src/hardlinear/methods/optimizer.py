@@ -25,7 +25,7 @@ from hardlinear.solvers import SolverError, solver_class
 
 log = logging.getLogger(__name__)
 
-SOLVERS = ("highs", "clarabel", "osqp", "gurobi")
+SOLVERS = ("highs", "clarabel", "osqp", "gurobi", "slsqp")
 ON_FAILURE = ("raise", "nan")
 
 

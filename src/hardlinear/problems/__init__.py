@@ -1,11 +1,14 @@
-"""Problems: DC-OPF on PGLib cases and the bond portfolio, behind one batched interface."""
+"""Problems: DC-OPF on PGLib cases, the bond portfolio, DC3's QPs and any LP/QP from arrays, behind one
+batched interface."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from hardlinear.problems.base import Objective, Problem
+from hardlinear.problems.dc3 import DC3QP, DC3Nonconvex
 from hardlinear.problems.dcopf import DCOPF, PAPER_UNCERTAINTY, available_cases
+from hardlinear.problems.linear import LinearProblem
 from hardlinear.problems.portfolio import Portfolio
 
 # The paper's problems by short name: (class, fixed arguments).
@@ -17,6 +20,14 @@ PAPER_PROBLEMS: dict[str, tuple[type[Problem], dict[str, Any]]] = {
     "dcopf_200": (DCOPF, {"case": "pglib_opf_case200_activ"}),
     "dcopf": (DCOPF, {}),
     "portfolio": (Portfolio, {}),
+}
+
+# Every problem by short name: the paper's, DC3's benchmark QPs, and a problem from a file of arrays.
+PROBLEMS: dict[str, tuple[type[Problem], dict[str, Any]]] = {
+    **PAPER_PROBLEMS,
+    "dc3_qp": (DC3QP, {}),
+    "dc3_nonconvex": (DC3Nonconvex, {}),
+    "linear": (LinearProblem, {}),
 }
 
 # n, m_eq, m_ineq, k as the paper's tables give them (standard form).
@@ -33,9 +44,9 @@ PAPER_SIZES = {
 def build_problem(name: str, **options: Any) -> Problem:
     """Build a problem by name: ``build_problem("dcopf_118", objective="qp")``,
     ``build_problem("dcopf", case="pglib_opf_case300_ieee", uncertainty=0.1)``."""
-    if name not in PAPER_PROBLEMS:
-        raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PAPER_PROBLEMS)}")
-    cls, fixed = PAPER_PROBLEMS[name]
+    if name not in PROBLEMS:
+        raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}")
+    cls, fixed = PROBLEMS[name]
     clash = set(fixed) & set(options)
     if clash:
         raise ValueError(f"{name} fixes {sorted(clash)}; use problem 'dcopf' with case=... to choose another case")
@@ -45,4 +56,4 @@ def build_problem(name: str, **options: Any) -> Problem:
     return cls(**kwargs)
 
 
-__all__ = ["DCOPF", "PAPER_PROBLEMS", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem"]
+__all__ = ["DC3QP", "DCOPF", "PAPER_PROBLEMS", "PROBLEMS", "DC3Nonconvex", "LinearProblem", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem"]

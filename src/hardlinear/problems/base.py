@@ -23,21 +23,27 @@ import torch
 from hardlinear.constraints import ConstraintFamily, InputBox, standard_form
 
 Form = Literal["standard", "inequality"]
-ObjectiveKind = Literal["lp", "qp"]
+ObjectiveKind = Literal["lp", "qp"]  # what a configurable problem (DC-OPF, portfolio) offers
 FORMS = ("standard", "inequality")
-OBJECTIVES = ("lp", "qp")
+OBJECTIVES = ("lp", "qp", "nonconvex")  # what a problem can be (nonconvex: DC3's sine objective)
 
 
 @dataclass(frozen=True)
 class Objective:
-    """``f(y) = 1/2 y' Q y + c' y`` on the original variables; ``Q`` is None for a linear objective."""
+    """``f(y) = 1/2 y' Q y + c' y + s' sin(y)`` on the original variables; ``Q`` is None for a linear objective,
+    ``sine`` (``s``) None but for DC3's nonconvex problem, which only a local NLP solver handles."""
 
     c: np.ndarray
     Q: sp.csr_matrix | None = None
+    sine: np.ndarray | None = None
 
     @property
     def is_quadratic(self) -> bool:
         return self.Q is not None and self.Q.nnz > 0
+
+    @property
+    def is_nonconvex(self) -> bool:
+        return self.sine is not None
 
 
 class Problem:
@@ -48,12 +54,11 @@ class Problem:
     """
 
     name: str = "problem"
-
     def __init__(
         self,
         compact: ConstraintFamily,
         objective_data: Objective,
-        objective: ObjectiveKind,
+        objective: str,
         form: Form,
         name: str,
     ) -> None:
@@ -63,11 +68,14 @@ class Problem:
             raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
         self.name = name
         self.compact = compact
-        self.objective_kind: ObjectiveKind = objective
+        self.objective_kind: str = objective
         self.form: Form = form
         self.objective_data = objective_data
         self.family = standard_form(compact) if form == "standard" else compact
         self._t_cache: dict = {}
+        # Fixed inputs (N, k) per split ("train", "val", "test") that replace seeded samples, e.g. DC3's
+        # published split or a user's own; empty for problems sampled from the box only.
+        self.given_inputs: dict[str, np.ndarray] = {}
 
     # --- sizes, as the paper counts them --------------------------------------------------------
     @property
@@ -123,6 +131,8 @@ class Problem:
         if self.objective_data.is_quadratic:
             Q = self._tensor("Q", self.objective_data.Q.toarray(), y)
             value = value + 0.5 * ((y0 @ Q) * y0).sum(dim=1)
+        if self.objective_data.is_nonconvex:
+            value = value + torch.sin(y0) @ self._tensor("sine", self.objective_data.sine, y)
         return value
 
     def to_form(self, xi: torch.Tensor, y_orig: torch.Tensor) -> torch.Tensor:
@@ -143,8 +153,15 @@ class Problem:
         return solve_batch(self, xi, solver=solver, progress=progress, **options)
 
     def default_solver(self) -> str:
-        """The solver that is exact for the problem class: HiGHS for LPs, Clarabel for QPs."""
+        """The solver that is exact for the problem class: HiGHS for LPs, Clarabel for QPs; a local NLP solver
+        (SLSQP, not guaranteed global) for a nonconvex objective."""
+        if self.objective_data.is_nonconvex:
+            return "slsqp"
         return "clarabel" if self.objective_data.is_quadratic else "highs"
+
+    def inputs_for(self, split: str) -> np.ndarray | None:
+        """The fixed inputs ``(N, k)`` of ``split``, or None when the split is sampled from the box."""
+        return self.given_inputs.get(split)
 
     # --- helpers ------------------------------------------------------------------------------
     def _tensor(self, key: str, value: np.ndarray, like: torch.Tensor) -> torch.Tensor:
@@ -172,6 +189,8 @@ class Problem:
         if self.objective_data.is_quadratic:
             Q = sp.csr_matrix(self.objective_data.Q)
             parts += [Q.indptr, Q.indices, Q.data]
+        if self.objective_data.is_nonconvex:
+            parts.append(np.asarray(self.objective_data.sine, dtype=np.float64))
         for arr in parts:
             h.update(np.ascontiguousarray(arr).tobytes())
         h.update(self.objective_kind.encode())

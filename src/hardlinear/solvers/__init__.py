@@ -15,6 +15,7 @@ BACKENDS = {
     "clarabel": "hardlinear.solvers.clarabel_solver:ClarabelSolver",
     "osqp": "hardlinear.solvers.osqp_solver:OSQPSolver",
     "gurobi": "hardlinear.solvers.gurobi_solver:GurobiSolver",
+    "slsqp": "hardlinear.solvers.local_nlp:SLSQPSolver",
 }
 
 __all__ = ["BACKENDS", "PREVIOUS", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable", "make_solver", "solve_batch"]
@@ -32,7 +33,12 @@ def make_solver(problem, name: str | None = None, **options) -> QPSolver:
     name = name or problem.default_solver()
     G, _, H, _ = problem.compact.instance(np.zeros(problem.k))
     obj = problem.objective_data
-    return solver_class(name)(obj.Q, obj.c, G, H, **options)
+    cls = solver_class(name)
+    if getattr(obj, "is_nonconvex", False):
+        if not getattr(cls, "supports_nonconvex", False):
+            raise SolverUnavailable(f"{name} solves convex LPs/QPs; {problem.name} has a nonconvex objective: use solver=slsqp")
+        options = {"sine": obj.sine, **options}
+    return cls(obj.Q, obj.c, G, H, **options)
 
 
 @dataclass

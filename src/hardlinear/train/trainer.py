@@ -1,7 +1,9 @@
 """The training loop every learned method shares; reads top to bottom.
 
 An epoch is ``batches_per_epoch`` batches of fresh inputs drawn from the box (the paper's code), or of a fixed
-training set when ``train_size`` is set. Phases: MSE pre-training to ``method.pretrain_target`` for the first
+training set: the problem's own training inputs where it has them (DC3's 8,334, a user's ``train_inputs``;
+``train_inputs="auto"``), else ``train_size`` samples from the box. With ``sampling="pass"`` an epoch is one
+shuffled pass over the fixed set in batches of ``batch_size``, the last one shorter (DC3's loop). Phases: MSE pre-training to ``method.pretrain_target`` for the first
 ``pretrain_epochs`` (when the method has a target), then the method's own loss; supervised methods are fit by
 MSE to reference solutions throughout. The validation loss after every epoch selects the checkpoint (the
 lowest of the last phase, restored at the end); the validation metrics, which run the method's whole inference
@@ -26,6 +28,10 @@ from hardlinear.metrics import evaluate
 log = logging.getLogger(__name__)
 
 
+TRAIN_INPUTS = ("auto", "box")
+SAMPLINGS = ("batches", "pass")
+
+
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
 
@@ -46,6 +52,12 @@ class TrainerConfig:
     """Adam's weight decay (1e-8 in the paper's code)."""
     train_size: int | None = None
     """None: fresh inputs every batch. An integer: a fixed training set of that size, sampled with replacement."""
+    train_inputs: str = "auto"
+    """``auto``: the problem's fixed training inputs when it has them (DC3's split, a file's ``train_inputs``),
+    else as ``train_size`` says; ``box``: ignore them and draw from the box."""
+    sampling: str = "batches"
+    """``batches``: ``batches_per_epoch`` batches drawn with replacement; ``pass``: one shuffled pass over the
+    fixed training set (needs one: the problem's, or ``train_size``)."""
     supervised_size: int = 10000
     """Instances solved to fit supervised methods (post-projection, the optimizer's warm start)."""
     grad_clip: float | None = None
@@ -66,6 +78,10 @@ class TrainerConfig:
             raise ValueError(f"val_every must be >= 1; got {self.val_every}")
         if self.batches_per_epoch < 1 or self.lr <= 0:
             raise ValueError("batches_per_epoch must be >= 1 and lr > 0")
+        if self.train_inputs not in TRAIN_INPUTS:
+            raise ValueError(f"train_inputs must be one of {TRAIN_INPUTS}; got {self.train_inputs!r}")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}; got {self.sampling!r}")
 
 
 @dataclass
@@ -78,13 +94,37 @@ class TrainResult:
     """Validation metrics of the kept checkpoint (what the run reports as ``val/...``)."""
 
 
-def _batch(problem, cfg: TrainerConfig, gen: torch.Generator, ctx: Context, pool: Dataset | None, fixed: torch.Tensor | None):
-    """One batch of inputs (and reference solutions for supervised fitting)."""
+def training_inputs(problem, cfg: TrainerConfig, ctx: Context) -> torch.Tensor | None:
+    """The fixed training set ``(N, k)`` (float64), or None for fresh inputs every batch."""
+    given = problem.inputs_for("train") if cfg.train_inputs == "auto" and hasattr(problem, "inputs_for") else None
+    if given is not None:
+        return torch.as_tensor(given, dtype=torch.float64)
+    if cfg.train_size:
+        return problem.sample(cfg.train_size, generator=ctx.generator(offset=23))
+    if cfg.sampling == "pass":
+        raise ValueError(
+            f"trainer.sampling=pass needs a fixed training set, and {problem.name} has no training inputs: "
+            "set trainer.train_size=N, or trainer.sampling=batches"
+        )
+    return None
+
+
+def _epoch_indices(cfg: TrainerConfig, gen: torch.Generator, size: int) -> list[torch.Tensor | None]:
+    """Row indices of each batch of an epoch into the fixed set of ``size`` rows (None: fresh samples)."""
+    if cfg.sampling == "pass":
+        order = torch.randperm(size, generator=gen)
+        return [chunk for chunk in order.split(cfg.batch_size) if len(chunk) >= 2]  # batch norm needs two rows
+    return [None] * cfg.batches_per_epoch
+
+
+def _batch(problem, cfg: TrainerConfig, gen: torch.Generator, ctx: Context, pool: Dataset | None, fixed: torch.Tensor | None, rows: torch.Tensor | None = None):
+    """One batch of inputs (and reference solutions for supervised fitting); ``rows`` picks them from the
+    fixed set or the pool (one shuffled pass), else they are drawn with replacement."""
     if pool is not None:
-        idx = torch.randint(0, len(pool), (cfg.batch_size,), generator=gen)
+        idx = rows if rows is not None else torch.randint(0, len(pool), (cfg.batch_size,), generator=gen)
         return pool.xi[idx].to(ctx.device, ctx.dtype), pool.y[idx].to(ctx.device, ctx.dtype)
     if fixed is not None:
-        idx = torch.randint(0, fixed.shape[0], (cfg.batch_size,), generator=gen)
+        idx = rows if rows is not None else torch.randint(0, fixed.shape[0], (cfg.batch_size,), generator=gen)
         return fixed[idx].to(ctx.device, ctx.dtype), None
     return problem.sample(cfg.batch_size, generator=gen).to(ctx.device, ctx.dtype), None
 
@@ -120,7 +160,7 @@ def train(
     if method.supervised and supervised is None:
         raise ValueError(f"{method.name} is supervised: pass the solved training set")
     gen = ctx.generator(offset=17)
-    fixed = problem.sample(cfg.train_size, generator=ctx.generator(offset=23)) if cfg.train_size else None
+    fixed = training_inputs(problem, cfg, ctx)
     optimizer = torch.optim.Adam(method.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     has_pretrain = cfg.pretrain_epochs > 0 and not method.supervised
     if has_pretrain:
@@ -135,8 +175,10 @@ def train(
         # --- training ---
         method.train()
         running = 0.0
-        for _ in range(cfg.batches_per_epoch):
-            xi, y_ref = _batch(problem, cfg, gen, ctx, supervised if phase == "supervised" else None, fixed)
+        pool = supervised if phase == "supervised" else None
+        batches = _epoch_indices(cfg, gen, len(pool) if pool is not None else (fixed.shape[0] if fixed is not None else 0))
+        for rows in batches:
+            xi, y_ref = _batch(problem, cfg, gen, ctx, pool, fixed, rows)
             loss = _phase_loss(method, phase, xi, y_ref)
             if not torch.isfinite(loss):
                 where = f"the best checkpoint so far is from epoch {result.best_epoch}" if result.best_epoch >= 0 else "no checkpoint was kept yet"
@@ -147,7 +189,7 @@ def train(
                 torch.nn.utils.clip_grad_norm_(method.parameters(), cfg.grad_clip)
             optimizer.step()
             running += loss.item()
-        record = {"epoch": epoch, "phase": phase, "train/loss": running / cfg.batches_per_epoch}
+        record = {"epoch": epoch, "phase": phase, "train/loss": running / len(batches)}
         record.update({f"train/{k}": v for k, v in method.after_epoch(epoch).items()})
         # --- validation (not timed): the loss every epoch (checkpoint selection), the metrics, which run the
         # method's full inference (solvers, correction loops), every `val_every` epochs and at the end ---

@@ -1,0 +1,183 @@
+"""A parametric LP/QP given as arrays: benchmark every method on one's own problem without writing code.
+
+``problem=linear problem.path=my_problem.npz`` reads these keys (``n`` variables, ``k`` inputs ``xi``)::
+
+    c        (n,)          linear cost                                 required
+    Q        (n, n)        quadratic cost, symmetric PSD               optional (absent: an LP)
+    G        (m_eq, n)     equality rows  G y = g0 + Gx xi             optional (absent: no equalities)
+    g0       (m_eq,)       constant part of g                          optional (zeros)
+    Gx       (m_eq, k)     input part of g                             optional (zeros)
+    H        (m_ineq, n)   inequality rows  H y <= h0 + Hx xi          optional (absent: none)
+    h0       (m_ineq,)                                                 optional (zeros)
+    Hx       (m_ineq, k)                                               optional (zeros)
+    lo, hi   (k,)          the input box lo <= xi <= hi                 required
+    train_inputs, val_inputs, test_inputs  (N, k)  fixed inputs of a split   optional
+
+A matrix may be dense or sparse: a sparse ``M`` is stored as the CSR triplet ``M_data, M_indices, M_indptr``
+plus ``M_shape`` (``scipy.sparse.csr_matrix`` attributes). Shapes are checked before anything is solved, and
+every error names the key and the fix. From Python, :class:`LinearProblem` takes the same arrays directly.
+
+Fixed inputs replace the seeded samples of their split: ``val_inputs`` and ``test_inputs`` become the
+validation and test sets, ``train_inputs`` the trainer's training set (see :mod:`hardlinear.data` and
+``hardlinear.train.trainer``). The variables are free (add bounds as rows of ``H``); the default form is
+``inequality`` (the constraints as given; ``form=standard`` appends a slack per inequality row).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.problems.base import Form, Objective, Problem
+
+SPLIT_KEYS = {"train": "train_inputs", "val": "val_inputs", "test": "test_inputs"}
+MATRIX_KEYS = ("Q", "G", "Gx", "H", "Hx")
+KNOWN_KEYS = ("c", "Q", "G", "g0", "Gx", "H", "h0", "Hx", "lo", "hi", *SPLIT_KEYS.values())
+CSR_PARTS = ("data", "indices", "indptr", "shape")
+# Inputs may sit outside the box by this much (rounding of a file written in float32, say).
+BOX_TOL = 1e-9
+
+
+def load_arrays_npz(path: str | os.PathLike) -> dict[str, Any]:
+    """The problem's arrays from a ``.npz`` (sparse matrices rebuilt from their CSR triplets)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"problem file {str(path)!r} not found; pass problem.path=<file.npz> (relative to the working directory)")
+    with np.load(path, allow_pickle=False) as z:
+        raw = {key: z[key] for key in z.files}
+    arrays: dict[str, Any] = {}
+    for name in MATRIX_KEYS:
+        parts = [f"{name}_{p}" for p in CSR_PARTS]
+        present = [p for p in parts if p in raw]
+        if present and len(present) < len(parts):
+            raise ValueError(f"{path}: sparse {name} needs all of {parts}; missing {sorted(set(parts) - set(present))}")
+        if present:
+            if name in raw:
+                raise ValueError(f"{path}: {name} is given both dense and as a CSR triplet; keep one")
+            data, indices, indptr, shape = (raw.pop(p) for p in parts)
+            arrays[name] = sp.csr_matrix((data, indices, indptr), shape=tuple(int(s) for s in shape))
+    unknown = sorted(set(raw) - set(KNOWN_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; the keys are {list(KNOWN_KEYS)} (see hardlinear.problems.linear)")
+    arrays.update(raw)
+    return arrays
+
+
+def _vector(arrays: Mapping[str, Any], key: str, length: int, default: float | None = 0.0) -> np.ndarray:
+    if key not in arrays or arrays[key] is None:
+        if default is None:
+            raise ValueError(f"{key} is required: give a ({length},) array")
+        return np.full(length, default)
+    v = np.asarray(arrays[key], dtype=np.float64)
+    if v.ndim == 2 and 1 in v.shape:
+        v = v.reshape(-1)
+    if v.shape != (length,):
+        raise ValueError(f"{key} must have shape ({length},); got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{key} has non-finite entries at {np.flatnonzero(~np.isfinite(v))[:10].tolist()}")
+    return v
+
+
+def _matrix(arrays: Mapping[str, Any], key: str, rows: int | None, cols: int, what: str) -> sp.csr_matrix | None:
+    """``arrays[key]`` as CSR of shape ``(rows, cols)`` (``rows=None``: any), or None if absent."""
+    if key not in arrays or arrays[key] is None:
+        return None
+    value = arrays[key]
+    M = sp.csr_matrix(value, dtype=np.float64) if sp.issparse(value) else None
+    if M is None:
+        dense = np.asarray(value, dtype=np.float64)
+        if dense.ndim != 2:
+            raise ValueError(f"{key} ({what}) must be a 2-D matrix; got an array of shape {dense.shape}")
+        M = sp.csr_matrix(dense)
+    if (rows is not None and M.shape[0] != rows) or M.shape[1] != cols:
+        want = f"({rows if rows is not None else 'm'}, {cols})"
+        raise ValueError(f"{key} ({what}) must have shape {want}; got {M.shape}")
+    if not np.all(np.isfinite(M.data)):
+        raise ValueError(f"{key} has non-finite entries")
+    return M
+
+
+def _rhs(arrays: Mapping[str, Any], const_key: str, input_key: str, rows: int, k: int) -> np.ndarray:
+    """``[const | input]``: the ``(rows, k + 1)`` right-hand-side matrix on ``x = (1, xi)``."""
+    const = _vector(arrays, const_key, rows)
+    Mx = _matrix(arrays, input_key, rows, k, f"input part of the right-hand side, one column per input; k = {k} from lo/hi")
+    inputs = np.zeros((rows, k)) if Mx is None else Mx.toarray()
+    return np.column_stack([const, inputs])
+
+
+def check_inputs(name: str, xi: Any, box: InputBox) -> np.ndarray:
+    """Given inputs ``(N, k)`` in float64, inside the box (to ``BOX_TOL``), or a ValueError naming the fix."""
+    xi = np.asarray(xi, dtype=np.float64)
+    if xi.ndim != 2 or xi.shape[1] != box.k or xi.shape[0] < 1:
+        raise ValueError(f"{name} must have shape (N, {box.k}) with N >= 1 (one row per instance); got {xi.shape}")
+    if not np.all(np.isfinite(xi)):
+        raise ValueError(f"{name} has non-finite entries")
+    outside = np.maximum(box.lo - xi, xi - box.hi).max(axis=1)
+    if np.any(outside > BOX_TOL):
+        rows = np.flatnonzero(outside > BOX_TOL)
+        raise ValueError(
+            f"{name}: {len(rows)} rows lie outside the input box (first: row {rows[0]}, by {outside[rows[0]]:.3g}); "
+            "widen lo/hi to contain them: the decision rule is only guaranteed on the box"
+        )
+    return np.clip(xi, box.lo, box.hi)
+
+
+def family_from_arrays(arrays: Mapping[str, Any]) -> tuple[JointlyLinearFamily, Objective, dict[str, np.ndarray]]:
+    """The constraint family, objective and given inputs that ``arrays`` (module docstring) describe."""
+    if "c" not in arrays:
+        raise ValueError("c (the linear cost, shape (n,)) is required: it fixes the number of variables n")
+    c = np.asarray(arrays["c"], dtype=np.float64).reshape(-1)
+    n = c.size
+    if n < 1:
+        raise ValueError("c is empty: a problem needs at least one variable")
+    c = _vector(arrays, "c", n)
+    for key in ("lo", "hi"):
+        if key not in arrays:
+            raise ValueError(f"{key} (the input box, shape (k,)) is required: the decision rule needs a bounded input set")
+    lo = np.asarray(arrays["lo"], dtype=np.float64).reshape(-1)
+    box = InputBox(lo, _vector(arrays, "hi", lo.size))
+    k = box.k
+    if k < 1:
+        raise ValueError("lo/hi are empty: give at least one input")
+    Q = _matrix(arrays, "Q", n, n, "quadratic cost")
+    if Q is not None:
+        asym = abs(Q - Q.T).max() if Q.nnz else 0.0
+        if asym > 1e-9 * max(1.0, abs(Q).max()):
+            raise ValueError(f"Q must be symmetric (max |Q - Q'| = {asym:.3g}); pass (Q + Q')/2")
+    G = _matrix(arrays, "G", None, n, f"equality rows, one column per variable; n = {n} from c")
+    H = _matrix(arrays, "H", None, n, f"inequality rows, one column per variable; n = {n} from c")
+    G = G if G is not None else sp.csr_matrix((0, n))
+    H = H if H is not None else sp.csr_matrix((0, n))
+    for key, matrix, partner in (("g0", G, "G"), ("Gx", G, "G"), ("h0", H, "H"), ("Hx", H, "H")):
+        if matrix.shape[0] == 0 and arrays.get(key) is not None and np.size(arrays[key]):
+            raise ValueError(f"{key} is given but {partner} is not: give {partner} (rows, n) as well")
+    family = JointlyLinearFamily(
+        box=box, G=G, B_eq=_rhs(arrays, "g0", "Gx", G.shape[0], k), H=H, B_ineq=_rhs(arrays, "h0", "Hx", H.shape[0], k)
+    )
+    given = {split: check_inputs(key, arrays[key], box) for split, key in SPLIT_KEYS.items() if arrays.get(key) is not None}
+    return family, Objective(c=c, Q=Q if Q is not None and Q.nnz else None), given
+
+
+class LinearProblem(Problem):
+    """A problem from arrays (module docstring): ``LinearProblem(path="p.npz")`` or ``LinearProblem(arrays={...})``."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        arrays: Mapping[str, Any] | None = None,
+        form: Form = "inequality",
+        name: str = "linear",
+    ) -> None:
+        if (path is None) == (arrays is None):
+            raise ValueError("give exactly one of path (a .npz file: problem.path=<file.npz>) or arrays (a dict)")
+        source = load_arrays_npz(path) if path is not None else dict(arrays)
+        family, objective, given = family_from_arrays(source)
+        self.path = None if path is None else str(path)
+        super().__init__(family, objective, "qp" if objective.is_quadratic else "lp", form, name)
+        self.given_inputs = given

@@ -306,6 +306,8 @@ class FusedProposed(nn.Module):
         self.guard_unit = layer.rounding_guard * unit
         self.guard_scale = (layer.rounding_guard * unit) * slacks.row_norm(None)
         self.support = slacks.cols
+        # Slacks that are entries of y (the standard form's H = [0, -I], h = 0) are finite when y is.
+        self.slack_sum = not (slacks.mode == "select" and slacks.coef == -1.0 and not slacks.has_rhs)
         self.tiny = torch.finfo(work).tiny
         like = torch.empty(0, dtype=out_dtype, device=device)
         name = str(out_dtype).removeprefix("torch.")
@@ -384,42 +386,49 @@ class FusedProposed(nn.Module):
 
     def _rows(self, xi: torch.Tensor, xl: torch.Tensor, xw: torch.Tensor, out: torch.Tensor | None = None) -> tuple:
         """One chunk: ``(y, alpha, key)``, ``y`` in the working dtype (written into ``out`` when given); ``key``
-        is NaN for rows whose ``y_TN`` is not finite (as the layer: a row sum is finite iff every entry is),
-        else their smallest slack."""
+        is not finite (NaN or inf) for rows whose ``y_TN`` or slacks are not finite (as the layer: a row sum is
+        finite iff every entry is), else their smallest slack."""
         u = self.task_coordinates(xi)
         w, px = self.affine_part(xw)
         y_tn = torch.addmm(px, u, self.N_T) if out is None else torch.addmm(px, u, self.N_T, out=out)
+        if self.out_dtype != self.work:
+            # The output dtype's values (what the unfused layer projects in): a row left alone (alpha = 0) is
+            # returned as is, so its slacks must be those of the rounded vector, not of the float64 one.
+            y_tn = y_tn.to(self.out_dtype).to(self.work)
         total = y_tn.sum(dim=1)
         h = self._slacks.rhs(xw, y_tn)
         s_tn = self._slacks.slack(xw, y_tn, h)
         key = s_tn.amin(dim=1).add_(total - total) if s_tn.shape[1] else total - total
+        if self.slack_sum:  # H y can overflow for a finite y (as the layer: such a row is not finite)
+            ssum = s_tn.sum(dim=1)
+            key.add_(ssum - ssum)
         B = y_tn.shape[0]
         if B == 1:  # one sync says both whether the row moves and whether it is finite
             v = key.item()
-            if v >= 0:
+            if v >= 0 and v != math.inf:
                 return y_tn, y_tn.new_zeros(1), key
-            return (*self._blend(xl, xw, y_tn, px, w, h, None, v != v), key)
-        ok = key >= 0  # alpha = 0: finite and every slack >= 0 (NaN compares False)
+            return (*self._blend(xl, xw, y_tn, px, w, h, None, key if not math.isfinite(v) else None), key)
+        ok = (key >= 0) & (key != math.inf)  # alpha = 0: finite and every slack >= 0 (NaN compares False)
         n_ok = int(ok.sum())
         if n_ok == B:
             return y_tn, y_tn.new_zeros(B), key
-        any_bad = bool(key.isnan().any())
+        bad = key if not bool(torch.isfinite(key).all()) else None
         if 2 * n_ok >= B:  # few rows move: only they compute the safe output
             rows = (~ok).nonzero().squeeze(1)
             pick = lambda t: None if t is None else t.index_select(0, rows)  # noqa: E731
-            y_r, a_r = self._blend(pick(xl), pick(xw), pick(y_tn), pick(px), pick(w), pick(h), None, any_bad)
+            y_r, a_r = self._blend(pick(xl), pick(xw), pick(y_tn), pick(px), pick(w), pick(h), None, pick(bad))
             return y_tn.index_copy_(0, rows, y_r), y_tn.new_zeros(B).index_copy_(0, rows, a_r), key
-        y, alpha = self._blend(xl, xw, y_tn, px, w, h, ok if n_ok else None, any_bad)
+        y, alpha = self._blend(xl, xw, y_tn, px, w, h, ok if n_ok else None, bad)
         return y, alpha, key
 
-    def _blend(self, xl, xw, y_tn, px, w, h, ok, any_bad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _blend(self, xl, xw, y_tn, px, w, h, ok, key) -> tuple[torch.Tensor, torch.Tensor]:
         """``(y, alpha)`` of rows that (mostly) move, by the layer's arithmetic (``FeasibilityLayer.forward``,
-        ``_guard`` and ``_alpha``, op for op). ``ok``: rows that keep ``y_TN`` (None: none); ``any_bad``: some
-        row of ``y_TN`` is not finite."""
+        ``_guard`` and ``_alpha``, op for op). ``ok``: rows that keep ``y_TN`` (None: none); ``key``: None when
+        every row is finite, else the rows' keys (not finite: ``y_TN`` or its slacks are not finite)."""
         slacks, layer, buf = self._slacks, self._layer[0], y_tn  # the output overwrites y_TN's storage
+        any_bad = key is not None
         if any_bad:
-            total = y_tn.sum(dim=1)
-            finite = (total - total) == 0
+            finite = torch.isfinite(key)
             y_tn = torch.where(finite.unsqueeze(1), y_tn, 0.0)
         s_tn = slacks.slack(xw, y_tn, h)
         y_sn = torch.addmm(px, w, self.N_T)
@@ -457,7 +466,7 @@ class FusedProposed(nn.Module):
             if name == "alpha":
                 out[name] = alpha
             elif name == "nonfinite":
-                out[name] = key.isnan()
+                out[name] = ~torch.isfinite(key)
             elif name == "alpha_hit_one":
                 out[name] = (alpha >= 1.0).sum()
             elif name == "out_of_domain":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hardlinear.layers.rule_checks import output_dtype_for
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.ldr import load_rule
 from hardlinear.methods.penalty import run_net
@@ -60,6 +61,7 @@ class Proposed(Method):
         self.problem = problem
         self.rule, offline = load_rule(problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype)
         self.t_star = float(self.rule.t_star)
+        self.layer_dtype = output_dtype_for(problem, self.rule, self.layer_dtype, self.name)
         self.net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, ctx.dtype)
         # "project" is handled here (it needs a solver); the layer itself only counts those inputs then.
         policy = "count" if self.out_of_domain == "project" else self.out_of_domain

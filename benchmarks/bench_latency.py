@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -525,15 +526,23 @@ def plot(rows: list[dict], path: Path) -> Path:
         ax.grid(True, which="major", alpha=0.3)
     import matplotlib.pyplot as plt
 
-    handles, labels = [], []
-    for ax in axes:  # one legend for the figure: every curve drawn in some panel
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    rows_of_legend = (len(labels) + 3) // 4
-    fig.tight_layout(rect=(0, 0.035 * rows_of_legend + 0.02, 1, 1))
+    handles: dict[str, Any] = {}
+    for ax in axes:  # one legend for the figure, in CURVES' order: every curve drawn in some panel
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    order = [c[1] for c in CURVES]
+    labels = sorted(handles, key=lambda lab: next((i for i, o in enumerate(order) if lab.startswith(o)), 99))
+    fig.suptitle("CPU, one thread: medians over the rounds (bars: fastest to slowest round); lines join measured "
+                 "batch sizes; solvers take one instance at a time", fontsize=9)  # fmt: skip
+    ncols = min(2, len(problems))
+    spare = len(problems) % ncols == 1 and len(problems) > 1  # an empty panel slot: the legend goes there
+    if spare:
+        fig.legend([handles[k] for k in labels], labels, loc="center", bbox_to_anchor=(0.75, 0.5 / ((len(problems) + 1) // 2)),
+                   fontsize=9, frameon=False)  # fmt: skip
+        fig.tight_layout(rect=(0, 0, 1, 0.96))
+    else:
+        fig.legend([handles[k] for k in labels], labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
+                   frameon=False)  # fmt: skip
+        fig.tight_layout(rect=(0, 0.03 * ((len(labels) + 3) // 4) + 0.01, 1, 0.96))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -546,7 +555,25 @@ def _label(r: dict) -> str:
 
 
 # --- entry point ------------------------------------------------------------------------------------------
+def replot(csv_paths: list[str], path: Path) -> Path:
+    """The figure again from written ``latency.csv`` files (several runs' problems in one figure)."""
+    import csv
+
+    rows = []
+    for name in csv_paths:
+        with open(name, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["status"] == "ok":
+                    rows.append({**r, "batch_size": int(r["batch_size"]), "round": int(r["round"] or 0),
+                                 "median_ms": float(r["median_ms"]), "ms_per_instance": float(r["ms_per_instance"])})  # fmt: skip
+    return plot(rows, path)
+
+
 def main(argv: list[str] | None = None) -> dict:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--replot":  # --replot OUT.png A.csv [B.csv ...]
+        return {"paths": {"png": replot(argv[2:], Path(argv[1]))}}
     args = common.resolve(parser().parse_args(argv), QUICK, FULL)
     torch.set_num_threads(args.threads)
     env = common.environment(args.device, args.threads)

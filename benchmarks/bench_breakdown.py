@@ -216,7 +216,8 @@ def _projector_note(layer) -> str:
 def run_problem(problem_cfg: str, form: str, args, env: dict) -> list[dict]:
     problem = common.load_problem(problem_cfg, [f"problem.form={form}"])
     ctx = common.make_context(args)
-    method, _, source = common.make_method(problem_cfg, "proposed", problem, ctx, [f"problem.form={form}"])
+    overrides = [f"problem.form={form}", "method.fused_inference=false"]  # predict_total: the unfused layer
+    method, _, source = common.make_method(problem_cfg, "proposed", problem, ctx, overrides)
     base = {**common.problem_identity(problem_cfg, problem), "rule_source": source,
             "device": env["device_name"], "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
     rows = []

@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,18 +64,25 @@ LONG_CALL_S = 1.0  # seconds: a warm-up call this long is warm-up enough
 METHODS = ("mlp", "proposed", "proposed_fused", "ldr", "apm", "eapm", "dc3")
 EXTRA_METHODS = ("mlp_folded",)  # on request only (--methods)
 # Names that are a method config with overrides: name -> (config, overrides).
-VARIANTS = {"proposed_fused": ("proposed", ["method.fused_inference=true"])}
+VARIANTS = {
+    "proposed": ("proposed", ["method.fused_inference=false"]),  # the unfused layer (fused is the default)
+    "proposed_fused": ("proposed", ["method.fused_inference=true"]),
+}
 PROJECTIONS = ("post_projection", "post_projection_osqp")
 SOLVERS = ("highs", "clarabel", "osqp", "gurobi")
 WARM_MODES = ("cold", "warm_prev", "warm_state", "warm_net")
 COMPILABLE = ("mlp", "proposed")
 COLUMNS = [
-    "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k",
+    "round", "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k",
     "method", "variant", "kind", "trained_epochs", "batch_size", "calls", "median_ms", "ms_per_instance",
     "throughput", "solver_ms", "iterations_mean", "iterations_max", "failures", "status", "note",
     "rule_source", "device", "threads", "git_sha",
 ]  # fmt: skip
-SUMMARY_COLUMNS = ["problem", "ratio", "value", "target", "verdict", "target_applies", "detail"]
+SUMMARY_COLUMNS = ["round", "problem", "ratio", "value", "target", "verdict", "target_applies", "detail"]
+ROUNDS_COLUMNS = ["problem", "quantity", "batch_size", "median", "min", "max", "rounds", "unit"]
+# Peak float64 (B, n) arrays a call holds, per method, for --max-gb (the unfused layer: y_task, y_TN, y_SN,
+# slacks, the blend; the fused path runs in ~2 MB chunks and holds its float64 output).
+ARRAYS = {"proposed": 6.0, "ldr": 2.0, "proposed_fused": 1.5, "mlp": 1.0, "mlp_folded": 1.0}
 # Targets: (ratio, comparison, threshold, the problems they are stated for).
 TARGETS = {
     "proposed_over_mlp_b1": ("<=", 1.5, ("dcopf_118", "dcopf_118_qp", "dcopf_200", "dcopf_200_qp")),
@@ -96,6 +104,13 @@ def parser():
     p.add_argument("--train-epochs", type=int, default=0, help="train the learned methods this many epochs first")
     p.add_argument(
         "--compile", action="store_true", help="also time the MLP and proposed under torch.compile (slow to compile)"
+    )
+    p.add_argument(
+        "--rounds", type=int, default=1, help="run every measurement this many times in this process "
+        "(medians and ranges over the rounds: latency_rounds.csv and the figure)"
+    )
+    p.add_argument(
+        "--max-gb", type=float, default=3.0, help="skip a batch whose (B, n) float64 arrays would exceed this (GB)"
     )
     p.add_argument(
         "--call-budget",
@@ -190,6 +205,10 @@ def learned_rows(name: str, method, problem, args, ident: dict, xi_test: torch.T
         base = {**ident, "method": name, "kind": kind, "batch_size": B}
         if too_slow is not None:
             rows.append({**base, "status": "skipped", "note": too_slow})
+            continue
+        gb = ARRAYS.get(name, 4.0) * B * problem.n * 8 / 1e9
+        if gb > args.max_gb:
+            rows.append({**base, "status": "skipped", "note": f"~{gb:.1f} GB of (B, n) arrays > --max-gb {args.max_gb}"})
             continue
         xi = common.sample(problem, B, args.seed + 1000 + B, args)
         t0 = time.perf_counter()
@@ -422,58 +441,154 @@ def print_summary(summary: list[dict]) -> None:
     for s in summary:
         tag = "target" if s["target_applies"] else "reference"
         common.log(
-            f"  {s['verdict']:>4}  {s['problem']:>14}  {s['ratio']:<28} {s['value']:10.3g}  (target {s['target']}, {tag}; {s['detail']})"
+            f"  r{s.get('round', 0)} {s['verdict']:>4}  {s['problem']:>14}  {s['ratio']:<28} {s['value']:10.3g}  (target {s['target']}, {tag}; {s['detail']})"
         )
 
 
+# --- rounds: medians and ranges -----------------------------------------------------------------------------
+def rounds_summary(rows: list[dict]) -> list[dict]:
+    """Per problem: every method's ms per call at each batch, and the ratios the issue asks for (fused, unfused
+    and LDR over the MLP at each batch; the fastest cold and warm solver over the fused path at batch 1), each
+    taken within a round and then summarised over the rounds (median, min, max)."""
+    per: dict[tuple, list[float]] = {}
+
+    def add(problem, quantity, batch, value, unit):
+        if value is not None and not math.isnan(value):
+            per.setdefault((problem, quantity, batch, unit), []).append(value)
+
+    for rnd in sorted({r.get("round", 0) for r in rows}):
+        rr = [r for r in rows if r.get("round", 0) == rnd and r["status"] == "ok"]
+        for problem in dict.fromkeys(r["problem"] for r in rr):
+            pr = [r for r in rr if r["problem"] == problem]
+            for r in pr:
+                add(problem, _label(r), r["batch_size"], r["median_ms"], "ms per call")
+            for B in sorted({r["batch_size"] for r in pr}):
+                m = _get(pr, "mlp", B)
+                for name in ("proposed_fused", "proposed", "ldr"):
+                    add(problem, f"{name} / mlp", B, _ratio(_get(pr, name, B), m, "median_ms"), "ratio")
+            f1 = _get(pr, "proposed_fused", 1)
+            for mode in ("cold", "warm_state", "warm_prev"):
+                solved = [r for r in pr if r["kind"] == "solver" and r["variant"].endswith(f"/{mode}") and not r.get("failures")]
+                fastest = min(solved, key=lambda r: r["median_ms"], default=None)
+                if fastest is not None:
+                    add(problem, f"fastest {mode} solver ({fastest['variant']}) / proposed_fused", 1,
+                        _ratio(fastest, f1, "median_ms"), "ratio")  # fmt: skip
+    return [{"problem": p, "quantity": q, "batch_size": b, "median": statistics.median(v), "min": min(v),
+             "max": max(v), "rounds": len(v), "unit": u} for (p, q, b, u), v in per.items()]  # fmt: skip
+
+
 # --- plot ------------------------------------------------------------------------------------------------
+# What the figure shows, in this order: (row label in the CSV, legend, colour, style).
+CURVES = [
+    ("mlp", "bare MLP (no guarantee)", "0.35", "o-"),
+    ("proposed_fused", "proposed, fused (default)", "tab:red", "o-"),
+    ("proposed", "proposed, unfused layer", "tab:orange", "s--"),
+    ("ldr", "LDR (the rule alone)", "tab:green", "^-"),
+    ("optimizer (highs/cold)", "HiGHS, cold", "tab:blue", ":"),
+    ("optimizer (highs/warm_state)", "HiGHS, from previous basis", "tab:blue", "-"),
+    ("optimizer (clarabel/cold)", "Clarabel, cold", "tab:purple", ":"),
+]
+
+
 def plot(rows: list[dict], path: Path) -> Path:
+    """Time per instance against batch size, one log-log panel per problem: medians over the rounds, bars from
+    the fastest to the slowest round. Solvers take one instance at a time: their time per instance is flat."""
+    import matplotlib.ticker as mticker
+
     problems = list(dict.fromkeys(r["problem"] for r in rows))
-    fig, axes = common.new_figure(len(problems))
+    fig, axes = common.new_figure(len(problems), ncols=min(2, len(problems)), size=(5.6, 4.2))
     for ax, problem in zip(axes, problems):
-        # Warm-started solvers are in the CSV; the plot keeps the cold ones to stay readable.
-        pr = [
-            r
-            for r in rows
-            if r["problem"] == problem and r["status"] == "ok" and "/warm" not in (r.get("variant") or "")
-        ]
-        batches = sorted({r["batch_size"] for r in rows if r["problem"] == problem})
-        for label in dict.fromkeys(_label(r) for r in pr):
-            pts = sorted((r["batch_size"], r["median_ms"]) for r in pr if _label(r) == label)
-            if pts[0][0] == 1 and len(pts) == 1 and pr and _kind(pr, label) in ("solver", "projection"):
-                # One instance at a time: a batch costs B times the latency (dashed, extrapolated).
-                ax.plot(batches, [pts[0][1] * b for b in batches], "--", lw=1, label=label)
-            else:
-                ax.plot(*zip(*pts), "o-", ms=3, label=label)
+        pr = [r for r in rows if r["problem"] == problem and r["status"] == "ok"]
+        batches = sorted({r["batch_size"] for r in pr if r["kind"] != "solver"}) or [1]
+        for label, legend, colour, style in CURVES:
+            pts: dict[int, list[float]] = {}
+            for r in pr:
+                if _label(r) == label:
+                    pts.setdefault(r["batch_size"], []).append(r["ms_per_instance"])
+            if not pts:
+                continue
+            if label.startswith("optimizer"):
+                v = pts[1]
+                med = statistics.median(v)
+                ax.plot([batches[0], batches[-1]], [med, med], style, color=colour, lw=1.6, label=f"{legend} (one at a time)")
+                continue
+            xs = sorted(pts)
+            med = [statistics.median(pts[b]) for b in xs]
+            err = [[m - min(pts[b]) for b, m in zip(xs, med)], [max(pts[b]) - m for b, m in zip(xs, med)]]
+            ax.errorbar(xs, med, yerr=err, fmt=style, color=colour, ms=4, lw=1.4, capsize=2, label=legend)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_locator(mticker.LogLocator(base=4.0))
+        ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{int(v):,}"))
         ax.set_title(problem)
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("time per call (ms)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
-    return common.save_figure(fig, path)
+        ax.set_xlabel("batch size (instances per call)")
+        ax.set_ylabel("time per instance (ms)")
+        ax.grid(True, which="major", alpha=0.3)
+    import matplotlib.pyplot as plt
+
+    handles: dict[str, Any] = {}
+    for ax in axes:  # one legend for the figure, in CURVES' order: every curve drawn in some panel
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    order = [c[1] for c in CURVES]
+    labels = sorted(handles, key=lambda lab: next((i for i, o in enumerate(order) if lab.startswith(o)), 99))
+    fig.suptitle("CPU, one thread: medians over the rounds (bars: fastest to slowest round); lines join measured "
+                 "batch sizes; solvers take one instance at a time", fontsize=9)  # fmt: skip
+    ncols = min(2, len(problems))
+    spare = len(problems) % ncols == 1 and len(problems) > 1  # an empty panel slot: the legend goes there
+    if spare:
+        fig.legend([handles[k] for k in labels], labels, loc="center", bbox_to_anchor=(0.75, 0.5 / ((len(problems) + 1) // 2)),
+                   fontsize=9, frameon=False)  # fmt: skip
+        fig.tight_layout(rect=(0, 0, 1, 0.96))
+    else:
+        fig.legend([handles[k] for k in labels], labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
+                   frameon=False)  # fmt: skip
+        fig.tight_layout(rect=(0, 0.03 * ((len(labels) + 3) // 4) + 0.01, 1, 0.96))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _label(r: dict) -> str:
     return r["method"] if not r.get("variant") else f"{r['method']} ({r['variant']})"
 
 
-def _kind(rows, label) -> str:
-    return next(r["kind"] for r in rows if _label(r) == label)
-
-
 # --- entry point ------------------------------------------------------------------------------------------
+def replot(csv_paths: list[str], path: Path) -> Path:
+    """The figure again from written ``latency.csv`` files (several runs' problems in one figure)."""
+    import csv
+
+    rows = []
+    for name in csv_paths:
+        with open(name, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["status"] == "ok":
+                    rows.append({**r, "batch_size": int(r["batch_size"]), "round": int(r["round"] or 0),
+                                 "median_ms": float(r["median_ms"]), "ms_per_instance": float(r["ms_per_instance"])})  # fmt: skip
+    return plot(rows, path)
+
+
 def main(argv: list[str] | None = None) -> dict:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--replot":  # --replot OUT.png A.csv [B.csv ...]
+        return {"paths": {"png": replot(argv[2:], Path(argv[1]))}}
     args = common.resolve(parser().parse_args(argv), QUICK, FULL)
     torch.set_num_threads(args.threads)
     env = common.environment(args.device, args.threads)
     common.log(f"[latency] {args.size}: {', '.join(args.problems)} on {env['device_name']}, {args.threads} thread(s)")
     rows: list[dict] = []
-    for problem_cfg in args.problems:
-        rows += run_problem(problem_cfg, args, env)
-    summary = summarize(rows)
+    summary: list[dict] = []
+    for rnd in range(args.rounds):
+        this: list[dict] = []
+        for problem_cfg in args.problems:
+            this += [{**r, "round": rnd} for r in run_problem(problem_cfg, args, env)]
+        rows += this
+        summary += [{**s, "round": rnd} for s in summarize(this)]
+        common.log(f"[latency] round {rnd + 1} of {args.rounds} done")
     print_summary(summary)
+    rounds = rounds_summary(rows)
     meta = {**env, "benchmark": NAME, "size": args.size, "settings": vars(args), "rule_available": common.rule_available(),
             "notes": {"untrained": args.train_epochs == 0, "timing": "median wall time per call after warm-up",
                       "solvers": "model built once, right-hand sides updated per instance"},
@@ -481,6 +596,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out_dir)
     paths = common.write_results(out, NAME, rows, meta, COLUMNS)
     paths["summary"] = common.write_results(out, f"{NAME}_summary", summary, None, SUMMARY_COLUMNS)["csv"]
+    paths["rounds"] = common.write_results(out, f"{NAME}_rounds", rounds, None, ROUNDS_COLUMNS)["csv"]
     if not args.no_plot:
         paths["png"] = plot(rows, out / f"{NAME}.png")
     return {"paths": paths, "rows": rows, "summary": summary}

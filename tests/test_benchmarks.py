@@ -76,6 +76,27 @@ def test_latency(bench, cache_dir, tmp_path):
     assert {s["verdict"] for s in summary} <= {"PASS", "MISS", "n/a"}
 
 
+def test_latency_rounds_summary_takes_ratios_within_each_round(bench):
+    """--rounds: each ratio is taken within a round, then its median and range over the rounds are reported."""
+    mod = bench("bench_latency")
+
+    def row(rnd, method, batch, ms, kind="layer", variant="", failures=0):
+        return {"round": rnd, "problem": "p", "method": method, "batch_size": batch, "median_ms": ms, "status": "ok",
+                "kind": kind, "variant": variant, "failures": failures}  # fmt: skip
+
+    rows = []
+    for rnd, (mlp, fused, warm) in enumerate([(1.0, 1.5, 30.0), (2.0, 2.0, 10.0), (1.0, 3.0, 60.0)]):
+        rows += [row(rnd, "mlp", 1, mlp), row(rnd, "proposed_fused", 1, fused),
+                 row(rnd, "optimizer", 1, warm, "solver", "highs/warm_state"),
+                 row(rnd, "optimizer", 1, 1.0, "solver", "osqp/warm_state", failures=1)]  # fmt: skip
+    got = {(r["quantity"], r["batch_size"]): r for r in mod.rounds_summary(rows)}
+    ratio = got[("proposed_fused / mlp", 1)]
+    assert (ratio["median"], ratio["min"], ratio["max"], ratio["rounds"]) == (1.5, 1.0, 3.0, 3)
+    solver = got[("fastest warm_state solver (highs/warm_state) / proposed_fused", 1)]  # osqp failed: not fastest
+    assert (solver["median"], solver["min"], solver["max"]) == (20.0, 5.0, 20.0)
+    assert got[("mlp", 1)]["median"] == 1.0 and got[("mlp", 1)]["unit"] == "ms per call"
+
+
 def test_latency_summary_verdicts(bench):
     """The ratios and their verdicts follow from the rows (a pure function: no timing needed)."""
     mod = bench("bench_latency")

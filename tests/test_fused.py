@@ -10,6 +10,7 @@ overflow give alpha = 1. No timing here: benchmarks/bench_latency.py times ``pro
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -213,11 +214,42 @@ def test_fallback_for_input_dependent_constraints(cache_dir):
     method = Proposed(out_of_domain="count", fused_inference=True)
     method.setup(problem, Context(cache_dir=cache_dir, dtype=torch.float64, progress=False))
     method.eval()
-    fused = fuse(method)
-    assert isinstance(fused, LayerPath) and not fused.fused and "constant G" in fused.reason
+    with pytest.warns(UserWarning, match="fused inference unavailable .*G depends on the input"):
+        fused = fuse(method)
+    assert isinstance(fused, LayerPath) and not fused.fused and "G depends on the input" in fused.reason
     xi = problem.sample(8, generator=torch.Generator().manual_seed(0)).double()
-    got, want = both(method, xi)
+    with pytest.warns(UserWarning, match="fused inference unavailable"):
+        got, want = both(method, xi)
     assert torch.equal(got.y, want.y) and torch.equal(got.extras["alpha"], want.extras["alpha"])
+
+
+# Every problem where the fused path applies (issue 21): name, build options, last-layer scale.
+AGREEMENT = [
+    *[(f"dcopf_{c}", {"form": f}, s) for c, s in ((14, 30.0), (30, 3.0), (57, 1.0)) for f in ("standard", "inequality")],
+    ("portfolio", {"form": "inequality", "uncertainty": 0.3}, 30.0),
+]
+
+
+@pytest.mark.parametrize("name, options, sigma", AGREEMENT, ids=[f"{a}-{b['form']}" for a, b, _ in AGREEMENT])
+def test_fused_agrees_with_the_layer_wherever_it_applies(cache_dir, name, options, sigma):
+    """Fused and unfused outputs and alpha agree to 1e-12 (float64) on every problem where fusion applies:
+    DC-OPF in both forms (the inequality form's projection is the dense one), and the portfolio's inequality
+    form (the projection's row form and an input-dependent H(x))."""
+    problem = Portfolio(**options) if name == "portfolio" else build_problem(name, **options)
+    method = make_method(problem, cache_dir, sigma=sigma)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no fallback warning: it fuses
+        fused = method.fused_module()
+    assert isinstance(fused, FusedProposed)
+    if name == "portfolio":
+        assert method.layer.projector.form == "row" and fused.direct_rule
+    xi = inputs(problem)
+    got, want = both(method, xi)
+    assert float(rel_diff(got.y, want.y).max()) <= 1e-12
+    assert float((got.extras["alpha"] - want.extras["alpha"]).abs().max()) <= 1e-12
+    alpha = want.extras["alpha"]
+    assert int((alpha > 0).sum()) >= 5, "some rows must move"
+    assert_feasible(problem, xi, got.y)
 
 
 def test_inequality_form_uses_the_dense_path(cache_dir):
@@ -268,3 +300,25 @@ def test_fused_inference_option_is_validated_from_the_signature():
         validate_config(compose(config_name="config", overrides=[*base, "method.fused_inference=true"]))
         with pytest.raises(ConfigError, match="fused_inference must be a bool"):
             validate_config(compose(config_name="config", overrides=[*base, "method.fused_inference=abc"]))
+
+
+def test_fused_domain_policy_flags_outside_and_nan_inputs(case):
+    """out_of_domain='warn': the fused path's batch check (a min and a max over the batch) warns for inputs
+    outside the box and NaN inputs, and flags the same rows as the layer; inside the box it stays silent."""
+    problem, method = case
+    xi = inputs(problem, 10)
+    method.layer.out_of_domain = "warn"
+    try:
+        fused = method.fused_module()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            fused(xi)
+        bad = xi.clone()
+        bad[2, 0] = float(problem.box.hi[0]) + 1.0
+        bad[6, 1] = math.nan
+        with pytest.warns(UserWarning, match="2 of 10 inputs lie outside the box"):
+            fused(bad)
+        flags = fused.stats(("out_of_domain",))["out_of_domain"]
+        assert torch.equal(flags, method.layer.domain_flags(bad)) and flags.sum() == 2
+    finally:
+        method.layer.out_of_domain = "count"

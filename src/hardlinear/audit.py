@@ -13,8 +13,9 @@ task output", so random test sets say little about it. The audit looks where it 
   task output's violation, from mild to 1e4 times the output's size: ``alpha`` from near 0 to 1) and
   ``ascent_layer`` (gradient ascent on the layer *output's* violation, which pushes several rows onto their
   bounds at once);
-* dtypes: the layer in float64, and in float32 with the safe network cast to float32 (what
-  ``Proposed(layer_dtype="float32")`` runs).
+* dtypes: the layer in float64, and in float32 with the safe network cast to float32 (a
+  :class:`~hardlinear.layers.decision_rule.DecisionRule` keeps its float64 coefficients under that cast, as in
+  ``Proposed(layer_dtype="float32")``; another safe network is cast).
 
 Every output is evaluated in float64 (at the input the layer saw, i.e. after rounding ``xi`` to its dtype),
 with the relative residuals of :mod:`hardlinear.metrics` (``||r||_2 / (1 + ||rhs||_2)``) and the per-row

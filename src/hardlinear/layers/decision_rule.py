@@ -52,8 +52,10 @@ class DecisionRule(torch.nn.Module):
     ``y = linear x`` (``x = (1, xi)``), and, for input-dependent families in the standard form, slacks
     ``s_l = x' quadratic_l x`` appended. For jointly linear families in the standard form the slacks
     ``h(x) - H F x = (B_ineq - H F) x`` are affine and folded into ``linear`` (computed in float64), so
-    ``H y + s = h`` holds up to the rounding of one matrix product. Computation follows the input's dtype;
-    the coefficients follow the module's (keep it in float64 where feasibility is reported).
+    ``H y + s = h`` holds up to the rounding of one matrix product. Computation follows the input's dtype.
+    The coefficients stay float64 under ``.to(dtype)``, ``.float()`` and ``.half()`` (a move to another device
+    is followed): ``t*`` is verified for the float64 rule, and a float32 copy of it can lose a margin below the
+    float32 rounding (case89_pegase: ``t* = 3.9e-8``); a float32 input still computes in float32.
     """
 
     def __init__(
@@ -85,6 +87,12 @@ class DecisionRule(torch.nn.Module):
         self.binding_row = int(binding_row)
         self.binding_description = binding_description
         self.info: dict[str, Any] = dict(info or {})
+
+    def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's own signature
+        for name, buf in self._buffers.items():  # device moves only: see the class docstring
+            if buf is not None:
+                self._buffers[name] = buf.to(fn(torch.empty(0, dtype=buf.dtype, device=buf.device)).device)
+        return self
 
     @property
     def k(self) -> int:
@@ -228,6 +236,13 @@ def solve_decision_rule(
     fingerprint = problem.constraints_fingerprint()
     path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap) if cache_dir is not None else None
     rule = _load_cached(path, fingerprint) if path is not None else None
+    if rule is not None:  # the checksum says the file is intact, not that the rule holds: re-verify it
+        from hardlinear.layers.rule_checks import reverify
+
+        why = reverify(problem, rule)
+        if why is not None:
+            warnings.warn(f"decision-rule cache {path} does not verify ({why}); rebuilding it", stacklevel=2)
+            rule = None
     if rule is None:
         from hardlinear.layers.robust_lp import ProgramInfeasible
 

@@ -25,12 +25,16 @@ rounding (``eps_out |H_i| |y|``); it costs nothing measurable (float64: ~1e-15 o
   evaluation itself (~1e-16 of ``|H||y| + |h|``), whether the layer runs in float32 or float64; if the
   projected task output is already feasible, ``alpha = 0`` and the output *is* that projection, bit for bit;
 * equalities: exact up to the rounding of the projection and of the output, per row about
-  ``c' eps_out (||G_i||_1 ||y||_inf + |g_i|)``: in float32 ``c' <= 16`` (tested); in float64 the projection's
-  own basis error (~eps ||G||_2, not per row) dominates, ``c'`` up to ~30 on dcopf_200 (docs/reliability.md),
-  still ~1e-14 relative; ~1e-6 relative in float32 (float32 cannot do better; report metrics from a float64
-  layer);
-* a task row with a non-finite entry (NaN, inf, or a row whose sum overflows) gets ``alpha = 1``: the output
-  is the safe output, and no NaN reaches the output or the gradient.
+  ``c' eps_out (||G_i||_1 ||y||_inf + |g_i|)``: in float32 ``c' <= 16`` (tested). In float64 no per-row
+  constant holds in general: the projection's basis comes from an SVD, backward stable in norm only
+  (``||G N|| ~ p(n) eps ||G||_2``), so row ``i``'s residual is about ``eps ||G||_2 ||y||_2`` and ``c'`` can
+  reach ``~sqrt(n) ||G||_2 / ||G_i||_1``: measured 30.5 on dcopf_200 (docs/reliability.md) and ~183 on
+  case89_pegase (issue 21's independent attack), still ~1e-14 relative; ~1e-6 relative in float32 (float32
+  cannot do better; report metrics from a float64 layer);
+* a task row with a non-finite entry (NaN, inf, or a row whose sum overflows), or whose slacks ``h - H y_TN``
+  or their row sum overflow (a finite ``y_TN`` near the float range with an input-dependent ``H``), gets
+  ``alpha = 1``: the output is the safe output, counted in ``nonfinite``, and no NaN reaches the output or
+  the gradient.
 
 Gradients: ``gradient="argmax"`` (the paper) differentiates the max through its arg-max row only;
 ``gradient="ste"`` keeps the exact max in the forward pass and back-propagates the gradient of
@@ -316,6 +320,15 @@ class FeasibilityLayer(nn.Module):
         size = _inf_norm(self.slacks.support(y_tn)) + _inf_norm(self.slacks.support(y_sn))
         return scale * size if h is None else scale * size + (self.rounding_guard * unit) * _inf_norm(h)
 
+    def _needs(self, xw, y_tn, y_sn, h, out_dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(s_TN, need)``, both ``(B, m)``: the task output's slacks and ``tau - s_TN`` (``-s_TN`` unguarded)."""
+        s_tn = self.slacks.slack(xw, y_tn, h)
+        if self.rounding_guard > 0:
+            with torch.no_grad():
+                tau = self._guard(xw, y_tn, y_sn, h, out_dtype)
+            return s_tn, tau - s_tn
+        return s_tn, -s_tn
+
     # --- the layer ---------------------------------------------------------------------------------
     def forward(self, xi: torch.Tensor, y_task: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), y_task: (B, n) -> (B, n)`` in ``y_task``'s dtype; see the class docstring."""
@@ -326,7 +339,7 @@ class FeasibilityLayer(nn.Module):
         out_dtype = y_task.dtype
         work = torch.promote_types(self.alpha_dtype, out_dtype)
 
-        # --- equality projection; rows that are not finite are replaced by the safe output ---
+        # --- equality projection, slacks and what each row needs, in the working dtype ---
         y_tn = self.project(xi, y_task)
         with torch.no_grad():
             # A row sum is finite iff every entry is (unless the row is so large that the sum overflows). A
@@ -334,26 +347,23 @@ class FeasibilityLayer(nn.Module):
             total = y_tn.sum(dim=1)
             if self.projector is not None and self.projector.rank == self.n:
                 total = total + y_task.sum(dim=1)
-            finite = (total - total) == 0
-        all_finite = bool(finite.all())
-        if not all_finite:
-            y_tn = torch.where(finite.unsqueeze(1), y_tn, 0.0)
         y_tn = _to(y_tn, work)
         y_sn = _to(self.safe_output(xi), work)
         xw = _to(xi, work)
-
-        # --- slacks and what each row needs, in the working dtype ---
         h = self.slacks.rhs(xw, y_tn)
-        s_tn = self.slacks.slack(xw, y_tn, h)
-        s_sn = self.slacks.slack(xw, y_sn, h)
-        if self.rounding_guard > 0:
-            with torch.no_grad():
-                tau = self._guard(xw, y_tn, y_sn, h, out_dtype)
-            need = tau - s_tn
-        else:
-            need = -s_tn
+        s_tn, need = self._needs(xw, y_tn, y_sn, h, out_dtype)
+        with torch.no_grad():
+            # A finite y_TN can still overflow H y (entries ~1e307, or an input-dependent H): its slacks, hence
+            # alpha and the gradient, would be NaN. Such rows count as non-finite too and get the safe output.
+            total = _to(total, work) + s_tn.sum(dim=1) + need.sum(dim=1)
+            finite = (total - total) == 0
+        all_finite = bool(finite.all())
+        if not all_finite:  # recompute those rows from y_TN = 0, so that no inf or NaN enters the graph
+            y_tn = torch.where(finite.unsqueeze(1), y_tn, 0.0)
+            s_tn, need = self._needs(xw, y_tn, y_sn, h, out_dtype)
 
         # --- alpha: 0 unless a row is violated, 1 for non-finite task rows ---
+        s_sn = self.slacks.slack(xw, y_sn, h)
         alpha = self._alpha(need, s_tn, s_sn)
         if self.alpha_margin > 0:
             alpha = alpha + self.alpha_margin * (1.0 - alpha)

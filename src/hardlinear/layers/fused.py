@@ -36,9 +36,19 @@ a row whose task output is not finite gets ``alpha = 1``; a row with a non-finit
 Against the unfused layer (float64 network) outputs and ``alpha`` agree to ~1e-13 relative; with a float32
 network they differ by the float32 rounding of ``y_task`` that the fused path no longer forms.
 
-Anything else (input-dependent ``G(x)`` or ``H(x)``, e.g. the portfolio in standard form; no equalities;
-a null space wider than the hidden layer; a non-affine safe network) raises :class:`NotFusable`, and
-:func:`fuse` returns :class:`LayerPath`, the unfused layer behind the same interface.
+The projection's row form (``y - R R' y + P x``, chosen when the null space is the wider one) fuses the same
+way through ``N``, the complement of ``R`` from a complete QR. An input-dependent ``H(x)`` (the portfolio's
+inequality form) fuses too: the slacks, the guard's row norms (per instance, as the layer's) and the rule
+``F x`` itself (not its projection: its margin under ``H(x)`` has no closed form over the box) are evaluated
+per call. Float32 outputs (``layer_dtype="float32"``): the rule, ``P x``, the slacks, the guard and ``alpha``
+stay float64 (the rule's margin is verified in float64, and the guard covers the float32 rounding only on top
+of float64 slacks); ``y_TN`` is rounded to float32 *before* its slacks are taken, so that a row left alone
+(``alpha = 0``) is returned exactly as checked; the hidden layers run in the network's dtype.
+
+Anything else (an input-dependent ``G(x)``, the portfolio's standard form: the projection needs a per-instance
+factorisation of ``G(x) G(x)'`` and its rule is quadratic; no equalities; a null space wider than the hidden
+layer; a non-affine safe network) raises :class:`NotFusable`, and :func:`fuse` returns :class:`LayerPath`,
+the unfused layer behind the same interface, with a warning that names the reason.
 """
 
 from __future__ import annotations
@@ -174,11 +184,10 @@ def _csr(S: sp.csr_matrix, device: torch.device) -> torch.Tensor:
 def _max_abs(v: torch.Tensor) -> torch.Tensor:
     """``(B, n) -> (B, 1)``: the same values as the layer's ``_inf_norm``; ``vector_norm(inf)`` is 7x slower
     than this on a block of rows (and a little faster on one row), ``abs()`` first writes a temporary."""
-    return (
-        _inf_norm(v)
-        if v.shape[0] == 1
-        else torch.maximum(v.amax(dim=1, keepdim=True), v.amin(dim=1, keepdim=True).neg_())
-    )
+    if v.shape[0] == 1:
+        return _inf_norm(v)
+    lo, hi = torch.aminmax(v, dim=1, keepdim=True)  # one pass for both
+    return torch.maximum(hi, lo.neg_())
 
 
 # --- the fused module ------------------------------------------------------------------------------------
@@ -214,11 +223,13 @@ class FusedProposed(nn.Module):
         from hardlinear.layers.decision_rule import DecisionRule
 
         proj, slacks = layer.projector, layer.slacks
-        if proj is None or proj.input_dependent or proj.form != "null":
-            why = "no equality projection" if proj is None else f"projection form {proj.form!r}"
-            raise NotFusable(f"{why}: the fused path needs a constant G and its null-space form")
-        if slacks.mode == "batched":
-            raise NotFusable("H depends on the input")
+        if proj is None:
+            raise NotFusable("no equality projection: the fused path folds the projection into the last layer")
+        if proj.input_dependent:
+            raise NotFusable(
+                "G depends on the input: the projection needs a factorisation of G(x) G(x)' per instance (the "
+                "layer's batched Cholesky solve), and a null-space basis of G(x) per instance would cost more"
+            )
         rule = layer.safe
         if (
             not isinstance(rule, DecisionRule)
@@ -236,9 +247,13 @@ class FusedProposed(nn.Module):
         self.n, self.k, self.out_dtype, self.work = family.n, family.k, out_dtype, work
         basis, W_proj = proj.consts._buffers["basis"], proj.consts._buffers["W"]
         device = basis.device
-        N = basis.detach().cpu().double().numpy()  # (n, d)
+        basis_np = basis.detach().cpu().double().numpy()  # (n, b): null-space (null form) or row-space basis
+        P = W_proj.detach().cpu().double().numpy()[basis_np.shape[1] :].T  # (n, k + 1): G^+ B_eq
+        if proj.form == "null":
+            N = basis_np
+        else:  # the row form's complement: y - R R' y = N N' y with N the rest of a complete QR of R
+            N = np.linalg.qr(basis_np, mode="complete")[0][:, basis_np.shape[1] :]
         d = N.shape[1]
-        P = W_proj.detach().cpu().double().numpy()[d:].T  # (n, k + 1): G^+ B_eq
         if d == 0:
             raise NotFusable("the equalities fix every variable: y_TN does not depend on the network")
 
@@ -262,11 +277,14 @@ class FusedProposed(nn.Module):
         f_lo, f_hi = _box_bound(F, lo, hi)
         resid = float(np.maximum(-e_lo, e_hi).max())
         scale = 1.0 + float(np.maximum(-f_lo, f_hi).max())
-        if not resid <= rule_tol * scale:
+        # With an input-dependent H (e.g. the portfolio's inequality form) the projected rule's margin has no
+        # closed form over the box: the rule itself is evaluated instead (n is small there), as the layer does.
+        self.direct_rule = slacks.mode == "batched"
+        if not self.direct_rule and not resid <= rule_tol * scale:
             raise NotFusable(
                 f"the rule violates the equalities by {resid / scale:.1e} (relative) > rule_tol {rule_tol:g}"
             )
-        if family.m_ineq:
+        if family.m_ineq and not self.direct_rule:
             H = constant_lhs(family, "H")
             B_ineq = np.asarray(family.B_ineq, dtype=np.float64)
             worst_F = float(_box_bound(B_ineq - H @ F, lo, hi)[0].min())
@@ -300,12 +318,18 @@ class FusedProposed(nn.Module):
             S_all = sp.vstack([sp.eye(self.cols, M.shape[1], k=d), S], format="csr")
             self.completion, self.completion_all = _csr(S, device), _csr(S_all, device)
         self.N_T = Nt.T.contiguous()  # (d, n)
+        if self.direct_rule:
+            F_t = torch.as_tensor(F, device=device)
+            self.rule_bias, self.rule_T = F_t[:, 0].contiguous(), F_t[:, 1:].T.contiguous()  # (n,), (k, n)
 
         # --- the layer's guard and domain check, as constants (the same floats as FeasibilityLayer._guard) ---
         unit = torch.finfo(out_dtype).eps + torch.finfo(work).eps
         self.guard_unit = layer.rounding_guard * unit
-        self.guard_scale = (layer.rounding_guard * unit) * slacks.row_norm(None)
+        # a float for constant H; None for H(x): the layer's per-instance bound, computed per call
+        self.guard_scale = None if self.direct_rule else (layer.rounding_guard * unit) * slacks.row_norm(None)
         self.support = slacks.cols
+        # Slacks that are entries of y (the standard form's H = [0, -I], h = 0) are finite when y is.
+        self.slack_sum = not (slacks.mode == "select" and slacks.coef == -1.0 and not slacks.has_rhs)
         self.tiny = torch.finfo(work).tiny
         like = torch.empty(0, dtype=out_dtype, device=device)
         name = str(out_dtype).removeprefix("torch.")
@@ -339,9 +363,19 @@ class FusedProposed(nn.Module):
         q = (self.completion @ wp.T).T  # the slacks' columns of P x
         return wp[:, : self.d], torch.cat([wp[:, self.d : self.d + self.cols], q], dim=1)
 
+    def safe_output(self, xw: torch.Tensor, px: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``(B, n)``: the rule projected onto the equalities, ``P x + N w`` (the rule itself for an ``H(x)``)."""
+        if self.direct_rule:
+            return torch.addmm(self.rule_bias, xw, self.rule_T)
+        return torch.addmm(px, w, self.N_T)
+
     def _inside(self, xl: torch.Tensor) -> bool:
-        """Every input inside the (widened) box: two ops and one sync, the flags only when one is not."""
-        return torch.equal(xl.clamp(self.lo, self.hi), xl)
+        """Every input inside the (widened) box: a min and a max over the batch (NaN propagates, so it fails) and
+        one sync; the flags only when one is not. (A clamp with tensor bounds was ~40x slower at batch 4096.)"""
+        if xl.shape[0] == 1:
+            return torch.equal(xl.clamp(self.lo, self.hi), xl)
+        lo, hi = torch.aminmax(xl, dim=0)
+        return bool(((lo >= self.lo) & (hi <= self.hi)).all())
 
     def domain_flags(self, xl: torch.Tensor) -> torch.Tensor:
         """``(B, k) -> (B,)``: outside the box (or NaN), exactly as :meth:`FeasibilityLayer.domain_flags`."""
@@ -384,55 +418,64 @@ class FusedProposed(nn.Module):
 
     def _rows(self, xi: torch.Tensor, xl: torch.Tensor, xw: torch.Tensor, out: torch.Tensor | None = None) -> tuple:
         """One chunk: ``(y, alpha, key)``, ``y`` in the working dtype (written into ``out`` when given); ``key``
-        is NaN for rows whose ``y_TN`` is not finite (as the layer: a row sum is finite iff every entry is),
-        else their smallest slack."""
+        is not finite (NaN or inf) for rows whose ``y_TN`` or slacks are not finite (as the layer: a row sum is
+        finite iff every entry is), else their smallest slack."""
         u = self.task_coordinates(xi)
         w, px = self.affine_part(xw)
         y_tn = torch.addmm(px, u, self.N_T) if out is None else torch.addmm(px, u, self.N_T, out=out)
+        if self.out_dtype != self.work:
+            # The output dtype's values (what the unfused layer projects in): a row left alone (alpha = 0) is
+            # returned as is, so its slacks must be those of the rounded vector, not of the float64 one.
+            y_tn = y_tn.to(self.out_dtype).to(self.work)
         total = y_tn.sum(dim=1)
         h = self._slacks.rhs(xw, y_tn)
         s_tn = self._slacks.slack(xw, y_tn, h)
         key = s_tn.amin(dim=1).add_(total - total) if s_tn.shape[1] else total - total
+        if self.slack_sum:  # H y can overflow for a finite y (as the layer: such a row is not finite)
+            ssum = s_tn.sum(dim=1)
+            key.add_(ssum - ssum)
         B = y_tn.shape[0]
         if B == 1:  # one sync says both whether the row moves and whether it is finite
             v = key.item()
-            if v >= 0:
+            if v >= 0 and v != math.inf:
                 return y_tn, y_tn.new_zeros(1), key
-            return (*self._blend(xl, xw, y_tn, px, w, h, None, v != v), key)
-        ok = key >= 0  # alpha = 0: finite and every slack >= 0 (NaN compares False)
+            return (*self._blend(xl, xw, y_tn, px, w, h, None, key if not math.isfinite(v) else None), key)
+        ok = (key >= 0) & (key != math.inf)  # alpha = 0: finite and every slack >= 0 (NaN compares False)
         n_ok = int(ok.sum())
         if n_ok == B:
             return y_tn, y_tn.new_zeros(B), key
-        any_bad = bool(key.isnan().any())
+        bad = key if not bool(torch.isfinite(key).all()) else None
         if 2 * n_ok >= B:  # few rows move: only they compute the safe output
             rows = (~ok).nonzero().squeeze(1)
             pick = lambda t: None if t is None else t.index_select(0, rows)  # noqa: E731
-            y_r, a_r = self._blend(pick(xl), pick(xw), pick(y_tn), pick(px), pick(w), pick(h), None, any_bad)
+            y_r, a_r = self._blend(pick(xl), pick(xw), pick(y_tn), pick(px), pick(w), pick(h), None, pick(bad))
             return y_tn.index_copy_(0, rows, y_r), y_tn.new_zeros(B).index_copy_(0, rows, a_r), key
-        y, alpha = self._blend(xl, xw, y_tn, px, w, h, ok if n_ok else None, any_bad)
+        y, alpha = self._blend(xl, xw, y_tn, px, w, h, ok if n_ok else None, bad)
         return y, alpha, key
 
-    def _blend(self, xl, xw, y_tn, px, w, h, ok, any_bad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _blend(self, xl, xw, y_tn, px, w, h, ok, key) -> tuple[torch.Tensor, torch.Tensor]:
         """``(y, alpha)`` of rows that (mostly) move, by the layer's arithmetic (``FeasibilityLayer.forward``,
-        ``_guard`` and ``_alpha``, op for op). ``ok``: rows that keep ``y_TN`` (None: none); ``any_bad``: some
-        row of ``y_TN`` is not finite."""
+        ``_guard`` and ``_alpha``, op for op). ``ok``: rows that keep ``y_TN`` (None: none); ``key``: None when
+        every row is finite, else the rows' keys (not finite: ``y_TN`` or its slacks are not finite)."""
         slacks, layer, buf = self._slacks, self._layer[0], y_tn  # the output overwrites y_TN's storage
+        any_bad = key is not None
         if any_bad:
-            total = y_tn.sum(dim=1)
-            finite = (total - total) == 0
+            finite = torch.isfinite(key)
             y_tn = torch.where(finite.unsqueeze(1), y_tn, 0.0)
         s_tn = slacks.slack(xw, y_tn, h)
-        y_sn = torch.addmm(px, w, self.N_T)
+        y_sn = self.safe_output(xw, px, w)
         s_sn = slacks.slack(xw, y_sn, h)
         if self.guard_unit > 0:
             c0, c1 = self.support
             size = _max_abs(y_tn[:, c0:c1]) + _max_abs(y_sn[:, c0:c1])
-            tau = self.guard_scale * size if h is None else self.guard_scale * size + self.guard_unit * _max_abs(h)
+            g = self.guard_scale if self.guard_scale is not None else self.guard_unit * slacks.row_norm(xw)
+            tau = g * size if h is None else g * size + self.guard_unit * _max_abs(h)
             need = tau - s_tn
         else:
             need = -s_tn
-        if s_tn.shape[1]:
-            alpha = (need / (s_sn - s_tn).clamp_min(self.tiny)).amax(dim=1).clamp_(0.0, 1.0)
+        if s_tn.shape[1]:  # the same floats as need / (s_sn - s_tn).clamp_min(tiny), in place on the temporaries
+            gap = torch.sub(s_sn, s_tn).clamp_min_(self.tiny)
+            alpha = need.div_(gap).amax(dim=1).clamp_(0.0, 1.0)
         else:
             alpha = need.new_zeros(need.shape[0])
         if layer.alpha_margin > 0:
@@ -457,7 +500,7 @@ class FusedProposed(nn.Module):
             if name == "alpha":
                 out[name] = alpha
             elif name == "nonfinite":
-                out[name] = key.isnan()
+                out[name] = ~torch.isfinite(key)
             elif name == "alpha_hit_one":
                 out[name] = (alpha >= 1.0).sum()
             elif name == "out_of_domain":
@@ -467,7 +510,7 @@ class FusedProposed(nn.Module):
                     out[name] = xl.new_zeros(xl.shape[0], dtype=torch.bool) if ood is True else ood
             elif name == "safe_infeasible":
                 w, px = self.affine_part(xw)
-                y_sn = torch.addmm(px, w, self.N_T)
+                y_sn = self.safe_output(xw, px, w)
                 s_sn = self._slacks.slack(xw, y_sn, self._slacks.rhs(xw, y_sn))
                 out[name] = s_sn.amin(dim=1) < 0 if s_sn.shape[1] else torch.zeros_like(alpha, dtype=torch.bool)
             else:
@@ -518,5 +561,8 @@ def fuse(method, rule_tol: float = RULE_TOL) -> nn.Module:
     try:
         return FusedProposed(method.problem.family, method.net, method.layer, method.layer_dtype, rule_tol)
     except NotFusable as err:
-        log.info("fused inference unavailable for %s (%s): using the layer", getattr(method.problem, "name", "?"), err)
+        name = f"{getattr(method.problem, 'name', '?')} ({getattr(method.problem, 'form', '?')})"
+        msg = f"fused inference unavailable for {name}: {err}; using the unfused layer (same outputs, slower)"
+        log.warning(msg)
+        warnings.warn(msg, stacklevel=2)
         return LayerPath(method, str(err))

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from hardlinear.layers.rule_checks import output_dtype_for
 from hardlinear.methods.base import Context, Method, check_dtype
 
 
@@ -45,6 +46,7 @@ class LDR(Method):
         self.problem = problem
         self.rule, offline = load_rule(problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype)
         self.t_star = float(self.rule.t_star)
+        self.layer_dtype = output_dtype_for(problem, self.rule, self.layer_dtype, self.name)
         return offline
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:

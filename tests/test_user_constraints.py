@@ -71,7 +71,7 @@ def test_rule_from_constraints_alone_and_a_bare_family():
 
 
 def test_callable_right_hand_sides_and_left_hand_sides():
-    arrays = _random_matrices(seed=2, k=2)
+    arrays = _random_matrices(seed=2, n=6, m_ineq=10, k=2)
     G, H = arrays["G"], arrays["H"]
     dH = 0.01 * np.random.default_rng(3).standard_normal(H.shape)
     c = hardlinear.LinearConstraints(
@@ -81,6 +81,12 @@ def test_callable_right_hand_sides_and_left_hand_sides():
     )
     assert c.compact.input_dependent_lhs
     np.testing.assert_allclose(c.compact.H_stack[1], dH, atol=1e-12)
+    layer = hardlinear.feasibility_layer(c)  # the SDP rule, then the layer with a batched H(theta)
+    theta = c.box.sample(64, torch.Generator().manual_seed(0))
+    y = layer(theta, 10 * torch.randn(64, c.n, dtype=torch.float64, generator=torch.Generator().manual_seed(1)))
+    H_theta = torch.as_tensor(H) + theta[:, :1, None] * torch.as_tensor(dH)
+    h_theta = torch.as_tensor(arrays["h0"]) + theta @ torch.as_tensor(arrays["Hx"]).T
+    assert (torch.einsum("bmn,bn->bm", H_theta, y) - h_theta).max() <= 1e-9
     with pytest.raises(ValueError, match="not affine"):
         hardlinear.LinearConstraints(arrays["lo"], arrays["hi"], H=H, h=lambda th: arrays["h0"] + th[0] ** 2)
 

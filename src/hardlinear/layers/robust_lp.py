@@ -447,11 +447,11 @@ def margin_recession_direction(red: _Reduced) -> np.ndarray | None:
     so only the constant column can carry ``t`` to infinity), i.e. when ``C(x)`` has a recession direction
     ``d = N v`` with ``G d = 0`` and ``H d < 0`` on every row. A two-sided expression rules it out at once.
     """
-    from scipy.optimize import linprog
-
     E, d = red.M.shape
     if E == 0 or d == 0 or np.any(red.lower >= 0):
         return None
+    from scipy.optimize import linprog
+
     # max s  s.t.  M v + w s <= 0,  s <= 1, v free (the cone scaled so that s = 1 when it is non-trivial)
     A_ub = np.hstack([red.M, red.w[:, None]])
     res = linprog(np.r_[np.zeros(d), -1.0], A_ub=A_ub, b_ub=np.zeros(E), bounds=[(None, None)] * d + [(None, 1.0)], method="highs")

@@ -26,7 +26,7 @@ def load_rule(
     t0 = time.perf_counter()
     rule = solve_decision_rule(
         problem, solver=solver, cache_dir=ctx.cache_dir, require_positive_margin=require_positive_margin,
-        rule_objective=rule_objective, margin_fraction=margin_fraction,
+        rule_objective=rule_objective, margin_fraction=margin_fraction, progress=bool(getattr(ctx, "progress", True)),
     )
     return rule.to(ctx.device, dtype), time.perf_counter() - t0
 

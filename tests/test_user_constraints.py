@@ -120,6 +120,18 @@ def test_missing_side_and_bad_options():
     c = hardlinear.LinearConstraints(a["lo"], a["hi"], H=a["H"], h=a["h0"])
     with pytest.raises(ValueError, match="rule_objective='cost' needs an objective"):
         hardlinear.feasibility_layer(c, rule_objective="cost")
+    with pytest.raises(ValueError, match="c has 3 entries but the constraints have n = 10"):
+        hardlinear.LinearConstraints(a["lo"], a["hi"], H=a["H"], h=a["h0"], c=np.ones(3))
+
+
+def test_layer_picks_the_cost_aware_rule_when_given_an_objective():
+    a = _random_matrices(seed=5)
+    common = {"G": a["G"], "g": (a["g0"], a["Gx"]), "H": a["H"], "h": (a["h0"], a["Hx"])}
+    plain = hardlinear.feasibility_layer(hardlinear.LinearConstraints(a["lo"], a["hi"], **common))
+    priced = hardlinear.feasibility_layer(hardlinear.LinearConstraints(a["lo"], a["hi"], **common, c=np.ones(10), Q=np.eye(10)))
+    assert plain.safe.info["rule_objective"] == "margin" and priced.safe.info["rule_objective"] == "cost"
+    assert priced.safe.t_star >= 0.5 * plain.safe.t_star * (1 - 1e-6)
+    assert priced.safe.info["expected_cost"] < priced.safe.info["expected_cost_margin_only"]
 
 
 def test_empty_interior_names_the_binding_row_and_the_largest_box():

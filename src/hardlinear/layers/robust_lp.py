@@ -29,6 +29,11 @@ with simplex). What this module does instead, each step measured on the paper's 
 After solving, the rule is re-projected onto ``G F = B_eq`` with the SVD and the margin is recomputed in
 float64 in closed form over all rows: ``t_star`` is that verified value, never the solver's.
 
+Beyond the paper (docs/cost_aware_rule.md): an **unbounded margin** (``C(x)`` with a recession direction that
+loosens every row) is detected before solving and capped, and the smallest rule at the cap is returned, so both
+solvers report the same; a **cost stage** (``cost=``) keeps ``t >= rho t*`` and minimises the rule's expected
+objective over the box (a linear or convex quadratic function of ``W``), with the same row generation.
+
 Measured on this machine (2 shared cores, one thread, Clarabel; benchmarks/bench_decision_rules.py): the
 paper cases 14-200 buses in 0.4-4 s each (at most 3 rounds, 40-66 expressions of 42-522 in the LP, < 400 MB
 peak), PGLib case300 at uncertainty 0.1 in about 60 s and 0.56 GB; the whole LP without row generation took

@@ -1,14 +1,23 @@
-"""HardLinear: neural networks whose outputs satisfy hard linear constraints, and a harness to compare them."""
+"""HardLinear: neural networks whose outputs satisfy hard linear constraints, and a harness to compare them.
+
+The public names load on first use, so that ``import hardlinear`` stays light and loads neither numpy nor torch
+(``hardlinear.threads`` must size the native thread pools before they start): ``hardlinear.load_run`` and
+``hardlinear.export`` (:mod:`hardlinear.checkpoint`), ``hardlinear.LinearConstraints`` and
+``hardlinear.feasibility_layer`` (:mod:`hardlinear.api`).
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["export", "load_run"]
+_LAZY = {"export": "checkpoint", "load_run": "checkpoint", "LinearConstraints": "api", "feasibility_layer": "api"}
+
+__all__ = ["LinearConstraints", "export", "feasibility_layer", "load_run"]
 
 
-def __getattr__(name: str):
-    """``hardlinear.load_run`` and ``hardlinear.export`` (imported on first use: ``import hardlinear`` stays light)."""
-    if name in __all__:
-        from hardlinear import checkpoint
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
 
-        return getattr(checkpoint, name)
+        return getattr(importlib.import_module(f"hardlinear.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'hardlinear' has no attribute {name!r}")

@@ -125,6 +125,12 @@ def _rows_times(mat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (mat @ y.T).T
 
 
+def _rhs_matrix(B, rows: int, k: int) -> np.ndarray:
+    """A right-hand-side matrix ``(rows, k + 1)`` in float64; an empty one (no rows) gets its ``k + 1`` columns."""
+    B = np.asarray(B, dtype=np.float64)
+    return np.zeros((0, k + 1)) if rows == 0 and B.size == 0 else B.reshape(rows, -1)
+
+
 @dataclass
 class ConstraintFamily(ABC):
     """Batched evaluation of C(x); subclasses fix how G(x), H(x) depend on x."""
@@ -186,8 +192,8 @@ class JointlyLinearFamily(ConstraintFamily):
     def __post_init__(self) -> None:
         self.G = sp.csr_matrix(self.G, dtype=np.float64)
         self.H = sp.csr_matrix(self.H, dtype=np.float64)
-        self.B_eq = np.asarray(self.B_eq, dtype=np.float64).reshape(self.G.shape[0], -1)
-        self.B_ineq = np.asarray(self.B_ineq, dtype=np.float64).reshape(self.H.shape[0], -1)
+        self.B_eq = _rhs_matrix(self.B_eq, self.G.shape[0], self.k)
+        self.B_ineq = _rhs_matrix(self.B_ineq, self.H.shape[0], self.k)
         self.n = self.G.shape[1]
         self.m_eq, self.m_ineq = self.G.shape[0], self.H.shape[0]
         if self.H.shape[1] != self.n:
@@ -235,8 +241,8 @@ class InputDependentFamily(ConstraintFamily):
         self.H_stack = np.asarray(self.H_stack, dtype=np.float64)
         _, self.m_eq, self.n = self.G_stack.shape
         self.m_ineq = self.H_stack.shape[1]
-        self.B_eq = np.asarray(self.B_eq, dtype=np.float64).reshape(self.m_eq, -1)
-        self.B_ineq = np.asarray(self.B_ineq, dtype=np.float64).reshape(self.m_ineq, -1)
+        self.B_eq = _rhs_matrix(self.B_eq, self.m_eq, self.k)
+        self.B_ineq = _rhs_matrix(self.B_ineq, self.m_ineq, self.k)
         for name, arr in (("G_stack", self.G_stack), ("H_stack", self.H_stack)):
             if arr.shape[0] != self.k + 1:
                 raise ValueError(f"{name} needs k + 1 = {self.k + 1} slices; got {arr.shape[0]}")

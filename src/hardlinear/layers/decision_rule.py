@@ -169,20 +169,50 @@ def _resolve_solver(problem, solver: str) -> str:
     return solver
 
 
-def _solve(problem, solver: str, margin: str, threads: int, margin_gap: float = 0.0):
+def _rule_cost(problem, rule_objective: str):
+    """The objective the cost-aware rule minimises in expectation (None for the margin-only rule)."""
+    from hardlinear.layers.rule_cost import RULE_OBJECTIVES, RuleCost
+
+    if rule_objective not in RULE_OBJECTIVES:
+        raise ValueError(f"rule_objective must be one of {RULE_OBJECTIVES}; got {rule_objective!r}")
+    if rule_objective == "margin":
+        return None
+    data = getattr(problem, "objective_data", None)
+    if data is None:
+        raise ValueError(
+            "rule_objective='cost' needs an objective: give the constraints a cost (c, and Q for a quadratic one) "
+            "or use rule_objective='margin'"
+        )
+    return RuleCost(data.c, data.Q)
+
+
+def _solve(
+    problem, solver: str, margin: str, threads: int, margin_gap: float = 0.0, *, rule_objective: str = "margin",
+    margin_fraction: float = 0.5, max_margin: float | str | None = "auto", progress: bool = True,
+):
     """The rule's program for ``problem``; returns a :class:`~hardlinear.layers.robust_lp.RuleSolution`."""
+    cost = _rule_cost(problem, rule_objective)
     if problem.compact.input_dependent_lhs:
         from hardlinear.layers.robust_sdp import sdp_row_weights, solve_robust_sdp
 
-        return solve_robust_sdp(problem.compact, sdp_row_weights(problem.compact, problem.form), solver, margin)
+        weights = sdp_row_weights(problem.compact, problem.form)
+        return solve_robust_sdp(problem.compact, weights, solver, margin, cost=cost, margin_fraction=margin_fraction)
     from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
 
     weights = row_weights(problem.compact.H, problem.form)
     if solver == "reduced":  # the structured interior point for large grids (margin_gap does not apply)
+        if cost is not None:
+            raise ValueError(
+                "rule_solver='reduced' solves the margin-only rule; use rule_objective='margin' with it, or "
+                "rule_solver='auto' for the cost-aware rule"
+            )
         from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
 
         return solve_robust_lp_reduced(problem.compact, weights, threads=threads)
-    return solve_robust_lp(problem.compact, weights, solver, threads=threads, margin_gap=margin_gap)
+    return solve_robust_lp(
+        problem.compact, weights, solver, threads=threads, margin_gap=margin_gap, cost=cost,
+        margin_fraction=margin_fraction, max_margin=max_margin, progress=progress,
+    )
 
 
 def _build_module(problem, sol, description: str) -> DecisionRule:
@@ -219,6 +249,10 @@ def solve_decision_rule(
     margin: str = "e1",
     threads: int = 1,
     margin_gap: float = 0.0,
+    rule_objective: str = "margin",
+    margin_fraction: float = 0.5,
+    max_margin: float | str | None = "auto",
+    progress: bool = True,
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
@@ -231,10 +265,22 @@ def solve_decision_rule(
     Raises :class:`DecisionRuleInfeasible` when ``t* <= 0``; with ``require_positive_margin=False`` a rule
     with ``t* > -WEAK_MARGIN`` is accepted with a warning (the paper's portfolio at uncertainty 0.4 sits
     exactly at ``t* = 0``: its rule is feasible only up to the solver's accuracy, ~1e-8).
+    ``problem``: a :class:`~hardlinear.problems.base.Problem`, or constraints alone (a
+    :class:`~hardlinear.api.LinearConstraints` or a :class:`~hardlinear.constraints.ConstraintFamily`).
+    ``rule_objective``: "margin" (the paper: maximise ``t``) or "cost" (beyond the paper: keep
+    ``t >= margin_fraction * t*`` and minimise the rule's expected objective over the box; docs/cost_aware_rule.md).
+    ``max_margin``: the cap on an unbounded margin (see :func:`~hardlinear.layers.robust_lp.solve_robust_lp`).
+    ``progress``: log the rounds of a solve that runs longer than 2 s at INFO level (rows, rounds, elapsed).
     """
+    from hardlinear.api import as_rule_target
+
+    problem = as_rule_target(problem)
     solver = _resolve_solver(problem, solver)
-    fingerprint = problem.constraints_fingerprint()
-    path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap) if cache_dir is not None else None
+    _rule_cost(problem, rule_objective)  # a bad objective option fails before any solving
+    # a cost-aware rule depends on the objective too: its cache key is the whole problem's fingerprint
+    fingerprint = problem.constraints_fingerprint() if rule_objective == "margin" else problem.fingerprint()
+    variant = _rule_variant(rule_objective, margin_fraction, max_margin)
+    path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap, variant) if cache_dir is not None else None
     rule = _load_cached(path, fingerprint) if path is not None else None
     if rule is not None:  # the checksum says the file is intact, not that the rule holds: re-verify it
         from hardlinear.layers.rule_checks import reverify
@@ -248,7 +294,10 @@ def solve_decision_rule(
 
         start = time.perf_counter()
         try:
-            sol = _solve(problem, solver, margin, threads, margin_gap)
+            sol = _solve(
+                problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
+                margin_fraction=margin_fraction, max_margin=max_margin, progress=progress,
+            )
         except ProgramInfeasible as err:
             raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
         description = describe_row(problem, sol.binding_row)
@@ -261,6 +310,7 @@ def solve_decision_rule(
             problem=problem.name,
             form=problem.form,
             t_star=sol.t_star,
+            rule_objective=rule_objective,
             peak_rss_mb=peak_rss_mb(),
         )
         rule = _build_module(problem, sol, description)
@@ -328,6 +378,13 @@ def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, m
         )
     elif not find_level:
         hint = "The largest feasible uncertainty level was not computed (find_max_uncertainty=False)."
+    elif level is None and (kappa := _box_scaling(problem, solver)) is not None:
+        r_max = kappa
+        hint = (
+            f"A rule exists for the input box shrunk about its centre by any factor below {kappa:.4g} "
+            "(lo' = mid - f (hi - lo) / 2, hi' = mid + f (hi - lo) / 2; exact, one LP)"
+            + ("." if kappa > 0 else ": none, even at the centre alone: check the binding row.")
+        )
     else:
         hint = "The largest feasible uncertainty level was not computed (the problem cannot be rebuilt at other levels)."
     msg = (
@@ -335,6 +392,20 @@ def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, m
         f"t* = {t:.4g} ({detail}). {hint}"
     )
     return DecisionRuleInfeasible(msg, t_star=t, max_uncertainty=r_max)
+
+
+def _box_scaling(problem, solver: str) -> float | None:
+    """The largest factor by which a jointly linear family's box may be scaled about its centre with a rule of
+    positive margin still existing (None for the SDP, or where it cannot be computed)."""
+    from hardlinear.layers.robust_lp import max_uncertainty_scaling
+
+    if problem.compact.input_dependent_lhs:
+        return None
+    try:
+        return max_uncertainty_scaling(problem.compact, solver=solver)[0]
+    except Exception as err:  # the infeasibility message must still come out
+        log.warning("could not compute the largest feasible box of %s: %s", problem.name, err)
+        return None
 
 
 def rule_margin(problem, solver: str = "auto", margin: str = "e1") -> float:
@@ -497,10 +568,21 @@ def peak_rss_mb() -> float | None:
 
 
 # --- cache ---------------------------------------------------------------------------------------------
-def _cache_path(cache_dir, problem, solver: str, margin: str, fingerprint: str, margin_gap: float = 0.0) -> Path:
+def _rule_variant(rule_objective: str, margin_fraction: float, max_margin) -> str:
+    """The cache tag of the rule's objective options ("" for the paper's margin rule with the default cap)."""
+    tag = f"-cost{margin_fraction:g}" if rule_objective == "cost" else ""
+    if max_margin != "auto":
+        tag += f"-cap{max_margin}"
+    return tag
+
+
+def _cache_path(
+    cache_dir, problem, solver: str, margin: str, fingerprint: str, margin_gap: float = 0.0, variant: str = ""
+) -> Path:
     tag = solver if not problem.compact.input_dependent_lhs else f"{solver}-{margin}"
     if margin_gap and not problem.compact.input_dependent_lhs:  # a rule stopped at a gap is another rule
         tag += f"-gap{margin_gap:g}"
+    tag += variant
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in problem.name)
     return Path(cache_dir) / "decision_rules" / f"{safe}-{problem.form}-{tag}-{FORMULATION_VERSION}-{fingerprint[:16]}.rule"
 

@@ -29,6 +29,11 @@ with simplex). What this module does instead, each step measured on the paper's 
 After solving, the rule is re-projected onto ``G F = B_eq`` with the SVD and the margin is recomputed in
 float64 in closed form over all rows: ``t_star`` is that verified value, never the solver's.
 
+Beyond the paper (docs/cost_aware_rule.md): an **unbounded margin** (``C(x)`` with a recession direction that
+loosens every row) is detected before solving and capped, and the smallest rule at the cap is returned, so both
+solvers report the same; a **cost stage** (``cost=``) keeps ``t >= rho t*`` and minimises the rule's expected
+objective over the box (a linear or convex quadratic function of ``W``), with the same row generation.
+
 Measured on this machine (2 shared cores, one thread, Clarabel; benchmarks/bench_decision_rules.py): the
 paper cases 14-200 buses in 0.4-4 s each (at most 3 rounds, 40-66 expressions of 42-522 in the LP, < 400 MB
 peak), PGLib case300 at uncertainty 0.1 in about 60 s and 0.56 GB; the whole LP without row generation took
@@ -46,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.layers.rule_cost import RuleCost
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +196,10 @@ class ProgramInfeasible(Exception):
     """The rule's program has no feasible point (the equalities cannot hold for every input)."""
 
 
+class ProgramUnbounded(RuntimeError):
+    """A solver reported the rule's program unbounded (a margin without a cap, or a cost unbounded below)."""
+
+
 def _expression_margins(red: _Reduced, W: np.ndarray) -> np.ndarray:
     """Worst-case margin of every expression ``(E,)`` (min of its two rows) for ``W: (d, 1 + q)``."""
     A = red.M @ W
@@ -238,38 +248,72 @@ def _solve_clarabel(lp: dict[str, Any], regularization: float, threads: int) -> 
 
     nv, nonneg = lp["nv"], lp["nonneg"]
     bound = sp.csr_matrix((-np.ones(len(nonneg)), (np.arange(len(nonneg)), nonneg)), shape=(len(nonneg), nv))
-    A = sp.vstack([lp["Aeq"], lp["Ain"], bound]).tocsc()
-    b = np.concatenate([lp["beq"], lp["bin"], np.zeros(len(nonneg))])
-    q = np.zeros(nv)
-    q[lp["t"]] = -1.0
+    t_rows, t_rhs = _t_bound_rows(lp)
+    A = sp.vstack([lp["Aeq"], lp["Ain"], bound, t_rows]).tocsc()
+    b = np.concatenate([lp["beq"], lp["bin"], np.zeros(len(nonneg)), t_rhs])
+    q = _objective(lp)
     diag = np.zeros(nv)
     diag[: lp["nW"]] = regularization
-    P = sp.triu(sp.diags(diag), format="csc")
+    P = sp.diags(diag)
+    if lp.get("P") is not None:
+        P = P + lp["P"]
+    P = sp.triu(P, format="csc")
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.max_threads = threads
-    cones = [clarabel.ZeroConeT(lp["Aeq"].shape[0]), clarabel.NonnegativeConeT(lp["Ain"].shape[0] + len(nonneg))]
+    n_in = lp["Ain"].shape[0] + len(nonneg) + len(t_rhs)
+    cones = [clarabel.ZeroConeT(lp["Aeq"].shape[0]), clarabel.NonnegativeConeT(n_in)]
     sol = clarabel.DefaultSolver(P, q, A, b, cones, settings).solve()
     status = str(sol.status)
+    if status in ("DualInfeasible", "AlmostDualInfeasible"):
+        raise ProgramUnbounded(f"Clarabel returned {status} (unbounded) on the robust LP")
     if status not in ("Solved", "AlmostSolved"):
         raise RuntimeError(f"Clarabel returned {status} on the robust LP")
     return np.asarray(sol.x), status
+
+
+def _objective(lp: dict[str, Any]) -> np.ndarray:
+    """The linear objective (minimised): ``-t`` (the margin LP) unless the cost stage set one."""
+    if lp.get("q") is not None:
+        return np.asarray(lp["q"], dtype=np.float64)
+    q = np.zeros(lp["nv"])
+    q[lp["t"]] = -1.0
+    return q
+
+
+def _t_bound_rows(lp: dict[str, Any]) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Rows ``t <= t_hi`` and ``-t <= -t_lo`` for the bounds the lp dict sets (the cap, the cost stage's floor)."""
+    rows, rhs = [], []
+    if lp.get("t_hi") is not None:
+        rows.append(1.0)
+        rhs.append(float(lp["t_hi"]))
+    if lp.get("t_lo") is not None:
+        rows.append(-1.0)
+        rhs.append(-float(lp["t_lo"]))
+    A = sp.csr_matrix((rows, (np.arange(len(rows)), np.full(len(rows), lp["t"]))), shape=(len(rows), lp["nv"]))
+    return A, np.asarray(rhs, dtype=np.float64)
 
 
 def _solve_highs(lp: dict[str, Any], threads: int, method: str = "ipx") -> tuple[np.ndarray, str]:
     """HiGHS on the working-set LP: ``method`` "ipx" (interior point, no crossover) or "pdlp" (first order)."""
     import highspy
 
+    if lp.get("P") is not None:
+        raise ValueError("HiGHS is not used for the quadratic cost stage; the caller solves it with Clarabel")
     nv = lp["nv"]
     A = sp.vstack([lp["Aeq"], lp["Ain"]]).tocsc()
     inf = highspy.kHighsInf
     model = highspy.HighsLp()
     model.num_col_, model.num_row_ = nv, A.shape[0]
-    cost = np.zeros(nv)
-    cost[lp["t"]] = -1.0
+    cost = _objective(lp)
     lower = np.full(nv, -inf)
     lower[lp["nonneg"]] = 0.0
-    model.col_cost_, model.col_lower_, model.col_upper_ = cost, lower, np.full(nv, inf)
+    upper = np.full(nv, inf)
+    if lp.get("t_lo") is not None:
+        lower[lp["t"]] = float(lp["t_lo"])
+    if lp.get("t_hi") is not None:
+        upper[lp["t"]] = float(lp["t_hi"])
+    model.col_cost_, model.col_lower_, model.col_upper_ = cost, lower, upper
     model.row_lower_ = np.concatenate([lp["beq"], np.full(len(lp["bin"]), -inf)])
     model.row_upper_ = np.concatenate([lp["beq"], lp["bin"]])
     model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
@@ -284,6 +328,8 @@ def _solve_highs(lp: dict[str, Any], threads: int, method: str = "ipx") -> tuple
     h.passModel(model)
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
+    if status in ("Unbounded", "Primal infeasible or unbounded"):
+        raise ProgramUnbounded(f"HiGHS returned {status!r} on the robust LP")
     if status not in ("Optimal", "Unknown"):
         raise RuntimeError(f"HiGHS returned {status!r} on the robust LP")
     return np.asarray(h.getSolution().col_value), status
@@ -305,6 +351,11 @@ def solve_robust_lp(
     threads: int = 1,
     max_rounds: int = 30,
     margin_gap: float = 0.0,
+    *,
+    cost: RuleCost | None = None,
+    margin_fraction: float = 0.5,
+    max_margin: float | str | None = "auto",
+    progress: bool = True,
 ) -> RuleSolution:
     """The paper's robust LP on a box: ``F: (n, k + 1)`` maximising the weighted margin ``t``.
 
@@ -316,6 +367,20 @@ def solve_robust_lp(
     outside its working set. At 1354 and 2000 buses the later rounds (15-45 minutes each) left the working-set
     optimum unchanged (t = 0.03415, 0.00391) but the first round's rule was far from feasible outside it
     (margin -6.7 at 2000 buses), so there the gap did not help. ``info["t_working_set"]`` holds the bound.
+
+    ``max_margin``: an unbounded margin (C(x) has a recession direction ``d`` with ``G d = 0`` and
+    ``H d < 0`` on every row, e.g. DC3's QPs, which bound no variable) is detected before solving by a small
+    LP (:func:`margin_recession_direction`) and capped at ``t <= max_margin``, with a warning; ``"auto"``
+    caps it at :func:`default_margin_cap` (the size of the right-hand sides), a float at that value (also
+    when the margin is bounded), ``None`` refuses an unbounded margin (``ProgramUnbounded``). Both solvers
+    then report status ``"capped"`` and the same ``t``.
+
+    ``cost``: the cost-aware rule (beyond the paper). After ``t*`` is known, a second stage keeps
+    ``t >= margin_fraction * t*`` and minimises the rule's expected objective over the box
+    (:mod:`hardlinear.layers.rule_cost`), with its own row generation; ``t_star`` is then the verified margin
+    of that rule and ``info`` holds ``t_margin_only`` and both expected costs. A quadratic cost is solved by
+    Clarabel whatever ``solver`` is.
+
     Raises ``RuntimeError`` when the solver fails and :class:`ProgramInfeasible` when ``G F = B_eq`` has no
     solution.
     """
@@ -323,6 +388,10 @@ def solve_robust_lp(
         raise ValueError(f"margin_gap must be in [0, 1); got {margin_gap!r}")
     if solver not in LP_SOLVERS:
         raise ValueError(f"solver must be one of {LP_SOLVERS} for the robust LP; got {solver!r}")
+    if not 0.0 <= margin_fraction <= 1.0:
+        raise ValueError(f"margin_fraction must be in [0, 1] (the cost-aware rule keeps t >= fraction * t*); got {margin_fraction!r}")
+    if not (max_margin is None or max_margin == "auto" or (isinstance(max_margin, (int, float)) and max_margin > 0)):
+        raise ValueError(f"max_margin must be 'auto', None or a positive number; got {max_margin!r}")
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (family.m_ineq,) or np.any(weights <= 0):
         raise ValueError(f"weights must be ({family.m_ineq},) and positive")
@@ -330,25 +399,118 @@ def solve_robust_lp(
     red = _reduce(family, weights)
     d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
     info: dict[str, Any] = {"null_dim": d, "active_inputs": q, "expressions": E, "rounds": 0, "rows_in_lp": 0}
+    cap = _margin_cap(red, family, weights, max_margin, info)
     W = np.zeros((d, q + 1))
     status = "determined"
+    S = np.zeros(0, dtype=int)
+    clock = _Progress(progress, t0)
     if E and d:
-        W, status = _row_generation(red, solver, row_generation, regularization, threads, max_rounds, info, margin_gap)
-    F = _assemble(red, W, family.B_eq)
-    F = _reproject(F, family.G, family.B_eq, red.pinv)
+        W, status, S = _row_generation(
+            red, solver, row_generation, regularization, threads, max_rounds, info, margin_gap, cap, clock
+        )
+        if cap is not None and info.get("margin_unbounded"):
+            status = "capped"
+    F = _finish(red, W, family)
     margins = verified_row_margins(F, family.H, family.B_ineq, family.box, weights)
-    info["eq_residual"] = float(np.abs(family.G @ F - family.B_eq).max() / (1.0 + np.abs(family.B_eq).max()))
     t_star = float(margins.min()) if margins.size else float("inf")
+    if cost is not None or status == "capped":
+        # a capped margin leaves a whole unbounded face of rules with t = cap: without a cost, take its smallest
+        # rule (min ||W||^2 at t >= cap, Clarabel), so that every solver returns the same, reasonable one
+        F, margins, t_star, status = _cost_stage(
+            red, family, weights, cost, margin_fraction if cost is not None else 1.0, F, t_star, S, solver,
+            regularization, threads, max_rounds, cap, info, status, clock,
+        )
+    info["eq_residual"] = float(np.abs(family.G @ F - family.B_eq).max() / (1.0 + np.abs(family.B_eq).max())) if family.m_eq else 0.0
+    info["max_abs_coefficient"] = float(np.abs(F).max()) if F.size else 0.0
     return RuleSolution(F, t_star, margins, status, solver, time.perf_counter() - t0, info)
 
 
-def _row_generation(red, solver, row_generation, regularization, threads, max_rounds, info, margin_gap=0.0):
+def _finish(red: _Reduced, W: np.ndarray, family: JointlyLinearFamily) -> np.ndarray:
+    F = _assemble(red, W, family.B_eq)
+    return _reproject(F, family.G, family.B_eq, red.pinv)
+
+
+class _Progress:
+    """Round-by-round progress of a long rule solve: INFO once the solve has run ``after_s`` seconds (so that a
+    0.5 s solve stays quiet), DEBUG before that or with ``enabled=False``."""
+
+    def __init__(self, enabled: bool, start: float, after_s: float = 2.0) -> None:
+        self.enabled, self.start, self.after_s = enabled, start, after_s
+
+    def __call__(self, message: str, *args: Any) -> None:
+        elapsed = time.perf_counter() - self.start
+        level = logging.INFO if self.enabled and elapsed >= self.after_s else logging.DEBUG
+        log.log(level, "decision rule [%.1f s] " + message, elapsed, *args)
+
+
+# --- an unbounded margin ---------------------------------------------------------------------------------
+def margin_recession_direction(red: _Reduced) -> np.ndarray | None:
+    """A direction ``v`` of the rule's constant column along which every row's slack grows (``M v <= -w``
+    on upper rows, ``M v >= w`` on lower ones), or None when there is none, i.e. when ``t*`` is bounded.
+
+    The margin LP is unbounded exactly when such a ``v`` exists (its recession cone: the spreads cannot fall,
+    so only the constant column can carry ``t`` to infinity), i.e. when ``C(x)`` has a recession direction
+    ``d = N v`` with ``G d = 0`` and ``H d < 0`` on every row. A two-sided expression rules it out at once.
+    """
+    E, d = red.M.shape
+    if E == 0 or d == 0 or np.any(red.lower >= 0):
+        return None
+    from scipy.optimize import linprog
+
+    # max s  s.t.  M v + w s <= 0,  s <= 1, v free (the cone scaled so that s = 1 when it is non-trivial)
+    A_ub = np.hstack([red.M, red.w[:, None]])
+    res = linprog(np.r_[np.zeros(d), -1.0], A_ub=A_ub, b_ub=np.zeros(E), bounds=[(None, None)] * d + [(None, 1.0)], method="highs")
+    if res.status != 0 or -res.fun < 0.5:
+        return None
+    return np.asarray(res.x[:d])
+
+
+def default_margin_cap(family: JointlyLinearFamily, weights: np.ndarray) -> float:
+    """The margin cap of ``max_margin="auto"``: the largest ``|h_i(x)| / w_i`` over rows and the box (at least
+    1), so that a capped rule keeps slacks of the size of the constraints' own right-hand sides."""
+    B = np.asarray(family.B_ineq)
+    if B.size == 0:
+        return 1.0
+    largest = np.abs(B[:, 0] + B[:, 1:] @ family.box.mid) + np.abs(B[:, 1:]) @ family.box.radius
+    return float(max(1.0, np.max(largest / weights)))
+
+
+def _margin_cap(red: _Reduced, family: JointlyLinearFamily, weights: np.ndarray, max_margin, info: dict[str, Any]) -> float | None:
+    import warnings
+
+    direction = margin_recession_direction(red)
+    info["margin_unbounded"] = direction is not None
+    if direction is None:
+        return None if max_margin in (None, "auto") else float(max_margin)
+    if max_margin is None:
+        raise ProgramUnbounded(
+            "the decision rule's margin is unbounded: C(x) is unbounded (a direction d with G d = 0 and H d < 0 on "
+            "every row), so every slack can grow without limit; pass max_margin='auto' or a number to cap it"
+        )
+    cap = default_margin_cap(family, weights) if max_margin == "auto" else float(max_margin)
+    info["margin_cap"] = cap
+    warnings.warn(
+        f"the decision rule's margin is unbounded: C(x) has a recession direction (G d = 0, H d < 0 on every "
+        f"row; no variable bounds), so maximising t alone gives rules with ever larger coefficients. t is capped "
+        f"at {cap:.4g} (max_margin={max_margin!r}); a cost-aware rule (rule_objective='cost') also picks the "
+        "rule by its expected objective",
+        stacklevel=4,
+    )
+    return cap
+
+
+def _row_generation(red, solver, row_generation, regularization, threads, max_rounds, info, margin_gap=0.0, cap=None, clock=None):
     d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
+    clock = clock or _Progress(False, time.perf_counter())
     S = _seed(red) if row_generation else np.arange(E)
     for rounds in range(1, max_rounds + 1):
         lp = _working_set_lp(red, S)
-        log.debug("robust LP round %d: solving %d of %d expressions (%d variables, %d nonzeros)", rounds, len(S), E, lp["nv"], lp["Aeq"].nnz + lp["Ain"].nnz)
-        z, status = _solve_lp(lp, solver, regularization, threads)
+        lp["t_hi"] = cap
+        clock("margin round %d: solving %d of %d expressions (%d variables, %d nonzeros)", rounds, len(S), E, lp["nv"], lp["Aeq"].nnz + lp["Ain"].nnz)
+        try:
+            z, status = _solve_lp(lp, solver, regularization, threads)
+        except ProgramUnbounded as err:
+            raise ProgramUnbounded(f"{err}; the margin is unbounded on the working set (report a bug: the recession check missed it)") from err
         W = z[: lp["nW"]].reshape(q + 1, d).T
         t_ws = float(z[lp["t"]])
         margins = _expression_margins(red, W)
@@ -363,17 +525,129 @@ def _row_generation(red, solver, row_generation, regularization, threads, max_ro
             t_working_set=t_ws,  # the working-set LP is a relaxation: its optimum bounds the full LP's from above
         )
         t_rule = float(margins.min())  # this rule's margin over all rows: a lower bound
-        log.debug("robust LP round %d: %d expressions, t=%.6g, rule's margin %.6g, %d rows below", rounds, len(S), t_ws, t_rule, len(fresh))
+        clock("margin round %d: t=%.6g, rule's margin over all rows %.6g, %d rows below", rounds, t_ws, t_rule, len(fresh))
         if fresh.size == 0:
-            return W, status
+            return W, status, S
         if margin_gap > 0 and t_ws - t_rule <= margin_gap * abs(t_ws):
             info["stopped_at_gap"] = (t_ws - t_rule) / abs(t_ws)
-            return W, status
+            return W, status, S
         add = fresh[np.argsort(margins[fresh])][: max(50, d)]
         S = np.concatenate([S, add])
         if len(S) > 0.6 * E:  # most rows matter: the whole LP is cheaper than more rounds
             S = np.arange(E)
     raise RuntimeError(f"row generation did not converge in {max_rounds} rounds; use row_generation=False")
+
+
+# --- the cost-aware rule ----------------------------------------------------------------------------------
+def _cost_terms(red: _Reduced, cost: RuleCost | None, nv: int) -> tuple[np.ndarray, sp.csr_matrix | None]:
+    """``(q, P)`` over the working-set LP's variables with ``1/2 z'Pz + q'z = E[f(y)] + const``.
+
+    In u-coordinates ``y = Fu (1, u)`` with ``u`` uniform on ``[-1, 1]^k``: ``E[(1, u)] = e_0`` and
+    ``E[(1, u)(1, u)'] = diag(1, 1/3, ..., 1/3)``, so ``E[f] = c' Fu_0 + 1/2 sum_j s_j Fu_j' Q Fu_j`` with
+    ``s_0 = 1, s_j = 1/3``, and ``Fu_j = Fp_j + N W_j`` on the constant and active columns (others are fixed).
+    """
+    d, q = red.N.shape[1], red.C.shape[1]
+    qvec = np.zeros(nv)
+    if cost is None:  # the smallest rule: min 1/2 ||W||^2
+        nW = d * (q + 1)
+        return qvec, sp.diags(np.r_[np.ones(nW), np.zeros(nv - nW)], format="csr")
+    cols = np.concatenate([[0], red.active])
+    scale = np.r_[1.0, np.full(q, 1.0 / 3.0)]
+    qvec[:d] = red.N.T @ cost.c
+    if cost.Q is None:
+        return qvec, None
+    QN = np.asarray(cost.Q @ red.N)
+    NQN = red.N.T @ QN
+    NQN = 0.5 * (NQN + NQN.T)
+    for j, col in enumerate(cols):
+        qvec[j * d : (j + 1) * d] += scale[j] * (QN.T @ red.Fp[:, col])
+    P = sp.block_diag([sp.csr_matrix(s * NQN) for s in scale], format="csr")
+    P = sp.bmat([[P, None], [None, sp.csr_matrix((nv - P.shape[0], nv - P.shape[0]))]], format="csr")
+    return qvec, P
+
+
+def _cost_stage(red, family, weights, cost, fraction, F1, t1, S, solver, regularization, threads, max_rounds, cap, info, status, clock):
+    """Minimise the expected cost subject to ``t >= fraction * t1`` (row generation from the margin stage's
+    working set); returns ``(F, verified row margins, verified t, status)``."""
+    from hardlinear.layers.rule_cost import expected_cost
+
+    if cost is not None and cost.c.shape != (family.n,):
+        raise ValueError(f"the rule cost has {cost.c.size} entries; the rule has {family.n} variables")
+    t_kept = t1 if cap is None else min(t1, cap)  # a capped rule may exceed the cap by luck; keep only the cap
+    info.update(t_margin_only=t_kept, margin_fraction=fraction)
+    if cost is not None:
+        info["expected_cost_margin_only"] = expected_cost(F1, cost, family.box)
+    d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
+    if not (t1 > 0) or not (E and d):
+        reason = "no positive margin to keep" if not t1 > 0 else "the rule is determined by the equalities"
+        info["cost_stage"] = f"skipped: {reason}"
+        margins = verified_row_margins(F1, family.H, family.B_ineq, family.box, weights)
+        if cost is not None:
+            info["expected_cost"] = info["expected_cost_margin_only"]
+        return F1, margins, t1, status
+    if cost is not None:
+        _check_cost_bounded(red, cost)
+    floor = fraction * t_kept
+    stage_solver = "clarabel" if cost is None or cost.is_quadratic else solver
+    S = np.unique(S) if len(S) else _seed(red)
+    for rounds in range(1, max_rounds + 1):
+        lp = _working_set_lp(red, S)
+        lp["t_lo"], lp["t_hi"] = floor, cap
+        lp["q"], lp["P"] = _cost_terms(red, cost, lp["nv"])
+        clock("cost round %d: %d of %d expressions, t >= %.6g", rounds, len(S), E, floor)
+        try:
+            z, stage_status = _solve_lp(lp, stage_solver, regularization, threads)
+        except ProgramUnbounded as err:
+            raise ProgramUnbounded(
+                f"{err}: the expected objective is unbounded below over rules with margin >= {floor:.4g}; "
+                "use rule_objective='margin' (or bound the variables)"
+            ) from err
+        W = z[: lp["nW"]].reshape(q + 1, d).T
+        margins = _expression_margins(red, W)
+        fresh = np.flatnonzero(margins < floor - ROW_TOLERANCE * max(1.0, abs(floor)))
+        fresh = fresh[~np.isin(fresh, S)]
+        info.update(cost_rounds=rounds, cost_rows_in_lp=int(len(S)), cost_solver=stage_solver)
+        if fresh.size == 0:
+            break
+        S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, d)]])
+        if len(S) > 0.6 * E:
+            S = np.arange(E)
+    else:
+        raise RuntimeError(f"the cost stage's row generation did not converge in {max_rounds} rounds")
+    F = _finish(red, W, family)
+    margins = verified_row_margins(F, family.H, family.B_ineq, family.box, weights)
+    t = float(margins.min())
+    if cost is None:
+        info["cost_stage"] = "smallest rule at the capped margin"
+        clock("capped margin: smallest rule has verified margin %.6g", t)
+        return F, margins, t, status
+    info.update(cost_stage="solved", expected_cost=expected_cost(F, cost, family.box))
+    clock("cost stage: verified margin %.6g (margin-only %.6g), expected cost %.6g (margin-only %.6g)", t, t_kept, info["expected_cost"], info["expected_cost_margin_only"])
+    return F, margins, t, status if status == "capped" else stage_status
+
+
+def _check_cost_bounded(red: _Reduced, cost: RuleCost) -> None:
+    """Raise :class:`ProgramUnbounded` when the expected cost falls without limit over the cost stage's rules: a
+    direction ``v`` of the constant column that no row's slack loses on (``M v <= 0``, ``M v >= 0`` on lower
+    rows), that the quadratic part does not see (``Q N v = 0``) and along which ``c' N v < 0``. (The solver,
+    with its tiny proximal term, would otherwise return a huge finite rule.)"""
+    from scipy.optimize import linprog
+
+    E, d = red.M.shape
+    two = red.lower >= 0
+    A_ub = np.vstack([red.M, -red.M[two]])
+    A_eq = np.asarray(cost.Q @ red.N) if cost.Q is not None else None
+    res = linprog(
+        red.N.T @ cost.c, A_ub=A_ub, b_ub=np.zeros(A_ub.shape[0]), A_eq=A_eq,
+        b_eq=None if A_eq is None else np.zeros(A_eq.shape[0]), bounds=[(-1.0, 1.0)] * d, method="highs",
+    )
+    scale = 1.0 + np.abs(red.N.T @ cost.c).sum()
+    if res.status == 0 and res.fun < -1e-9 * scale:
+        raise ProgramUnbounded(
+            "the rule's expected objective is unbounded below: C(x) has a recession direction along which the "
+            f"objective falls (c' d = {res.fun:.3g} < 0 for a unit direction d with G d = 0, H d <= 0). Use "
+            "rule_objective='margin', or bound the variables"
+        )
 
 
 def max_uncertainty_scaling(

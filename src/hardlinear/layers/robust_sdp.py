@@ -82,8 +82,14 @@ def solve_robust_sdp(
     solver: str = "clarabel",
     margin: str = "e1",
     n_check: int = 4096,
+    cost=None,
+    margin_fraction: float = 0.5,
 ) -> RuleSolution:
     """Solve (LDR_lhs) with cvxpy; returns the rule ``F: (n, K)`` with a verified margin.
+
+    ``cost`` (a :class:`~hardlinear.layers.rule_cost.RuleCost`): the cost-aware rule, a second solve that keeps
+    ``t >= margin_fraction * t*`` (``t >= t*`` when ``t* <= 0``: the same guarantee, nothing given up) and
+    minimises the rule's expected objective over the box; ``t_star`` is then that rule's certified margin.
 
     Raises :class:`ProgramInfeasible` if the equalities cannot hold for every x, ``RuntimeError`` if the solver
     fails or the independent sampled check contradicts the certificate.
@@ -129,6 +135,11 @@ def solve_robust_sdp(
     Fv = repair_equalities(family, np.asarray(F.value))
     Lv = np.clip(np.asarray(Lam.value), 0.0, None)
     margins = certified_row_margins(family, Fv, Lv, weights, margin, t_hint=float(t.value))
+    cost_info: dict[str, Any] = {}
+    if cost is not None:
+        Fv, Lv, margins, status, cost_info = _sdp_cost_stage(
+            family, cost, margin_fraction, problem, F, t, Lam, Fv, margins, weights, margin, solver
+        )
     sampled = sampled_row_margins(family, Fv, weights, n_check)
     if sampled.min() < margins.min() - 1e-9 * max(1.0, abs(margins.min())):
         raise RuntimeError(
@@ -144,8 +155,49 @@ def solve_robust_sdp(
         "n_constraints": int(sizes.num_scalar_eq_constr + sizes.num_scalar_leq_constr),
         "psd_blocks": int(family.m_ineq),
         "exact": bool(k <= 1),
+        **cost_info,
     }
     return RuleSolution(Fv, float(margins.min()), margins, status, solver, time.perf_counter() - t0, info)
+
+
+def _sdp_cost_stage(family, cost, fraction, problem, F, t, Lam, F1, margins1, weights, margin, solver):
+    """Second solve of the SDP: ``t >= floor`` and min ``E[c' F x] + 1/2 tr(F' Q F E[x x'])`` (closed form over the
+    box, :mod:`hardlinear.layers.rule_cost`); returns ``(F, Lambda, certified margins, status, info)``."""
+    import cvxpy as cp
+
+    from hardlinear.layers.rule_cost import expected_cost, input_moments
+
+    if cost.c.shape != (family.n,):
+        raise ValueError(f"the rule cost has {cost.c.size} entries; the rule has {family.n} variables")
+    t1 = float(margins1.min())
+    floor = fraction * t1 if t1 > 0 else t1
+    mean, second = input_moments(family.box)
+    objective = cost.c @ F @ mean
+    if cost.Q is not None:
+        # tr(F' Q F S) = ||Q^(1/2) F S^(1/2)||_F^2 with symmetric square roots of the PSD Q and S
+        def root(A: np.ndarray) -> np.ndarray:
+            vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
+            return (vecs * np.sqrt(np.clip(vals, 0.0, None))) @ vecs.T
+
+        objective = objective + 0.5 * cp.sum_squares(root(cost.Q.toarray()) @ F @ root(second))
+    stage = cp.Problem(cp.Minimize(objective), [*problem.constraints, t >= floor])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
+        stage.solve(solver=solver.upper())
+    status = str(stage.status)
+    if F.value is None or status not in ("optimal", "optimal_inaccurate"):
+        raise RuntimeError(f"{solver} returned {status!r} on the decision rule SDP's cost stage (t >= {floor:.4g})")
+    Fv = repair_equalities(family, np.asarray(F.value))
+    Lv = np.clip(np.asarray(Lam.value), 0.0, None)
+    margins = certified_row_margins(family, Fv, Lv, weights, margin, t_hint=float(t.value))
+    info = {
+        "t_margin_only": t1,
+        "margin_fraction": fraction,
+        "cost_stage": "solved",
+        "expected_cost_margin_only": expected_cost(F1, cost, family.box),
+        "expected_cost": expected_cost(Fv, cost, family.box),
+    }
+    return Fv, Lv, margins, status, info
 
 
 def _sym(A: np.ndarray) -> np.ndarray:

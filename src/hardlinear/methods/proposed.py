@@ -25,7 +25,7 @@ import torch
 
 from hardlinear.layers.rule_checks import output_dtype_for
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
-from hardlinear.methods.ldr import load_rule
+from hardlinear.methods.ldr import check_rule_options, load_rule, rule_variant
 from hardlinear.methods.penalty import run_net
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
@@ -44,6 +44,8 @@ class Proposed(Method):
         out_of_domain: str = "warn",
         require_positive_margin: bool = True,
         fused_inference: bool = True,
+        rule_objective: str = "margin",
+        rule_margin_fraction: float = 0.5,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -53,6 +55,7 @@ class Proposed(Method):
         self.pretrain, self.out_of_domain = pretrain, out_of_domain
         self.require_positive_margin = bool(require_positive_margin)
         self.fused_inference = bool(fused_inference)
+        self.rule_objective, self.rule_margin_fraction = check_rule_options(rule_objective, rule_margin_fraction)
         self.t_star = float("nan")
         self._projection = None
         self._fused: tuple | None = None  # (weights key, tensors, module): a cache, not a submodule
@@ -61,7 +64,10 @@ class Proposed(Method):
         from hardlinear.layers.feasibility import FeasibilityLayer
 
         self.problem = problem
-        self.rule, offline = load_rule(problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype)
+        self.rule, offline = load_rule(
+            problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype,
+            self.rule_objective, self.rule_margin_fraction,
+        )
         self.t_star = float(self.rule.t_star)
         self.layer_dtype = output_dtype_for(problem, self.rule, self.layer_dtype, self.name)
         self.net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, ctx.dtype)
@@ -155,4 +161,6 @@ class Proposed(Method):
         return torch.as_tensor(y_np, dtype=y.dtype, device=y.device)
 
     def describe(self) -> dict[str, str]:
-        return {"variant": "" if self.gradient == "argmax" else f"gradient={self.gradient}"}
+        parts = [] if self.gradient == "argmax" else [f"gradient={self.gradient}"]
+        parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
+        return {"variant": " ".join(p for p in parts if p)}

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from hardlinear.data import atomic_write_bytes
+from hardlinear.atomic import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -104,28 +104,13 @@ def save_checkpoint(
     buf = io.BytesIO()
     torch.save(payload, buf)
     path = checkpoint_path(run_dir)
-    atomic_write_bytes(path, buf.getvalue())
-    _fsync_dir(path.parent)
+    atomic_write_bytes(path, buf.getvalue(), durable=True)
     method.train(was_training)
     return path
 
 
 def _device_of(method: torch.nn.Module) -> torch.device:
     return next((t.device for t in method.state_dict().values() if torch.is_tensor(t)), torch.device("cpu"))
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def read_checkpoint(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -16,13 +16,14 @@ import io
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from hardlinear.atomic import atomic_write_bytes  # noqa: F401 - re-exported: harness, checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -63,22 +64,6 @@ def _checksum(arrays: dict[str, np.ndarray]) -> str:
         h.update(name.encode())
         h.update(np.ascontiguousarray(arrays[name]).tobytes())
     return h.hexdigest()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_arrays(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:

@@ -31,11 +31,12 @@ import io
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from hardlinear.atomic import atomic_write_bytes
 
 RESULTS_VERSION = 2
 """Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older
@@ -174,19 +175,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return  # platforms without directory file descriptors
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     """Write ``record`` as ``<run_dir>/record.json``, atomically and once; returns its path.
 
@@ -213,19 +201,7 @@ def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     final = run_dir / RECORD_FILE
     if final.exists():
         raise FileExistsError(f"{final} exists: a run directory holds one record, never rewritten (use a new run directory)")
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=f".{RECORD_FILE}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(run_dir)
-    return final
+    return atomic_write_bytes(final, data, durable=True)
 
 
 # --- reading records ------------------------------------------------------------------------------------
@@ -522,19 +498,6 @@ def aggregate(roots: Sequence[str | os.PathLike], out: str | os.PathLike, study:
     df = load_records(roots, study=study, where=where)
     keys = ["study", "problem", "objective", "form", "method", "variant", "seed", "timestamp", "identity", "record"]
     df = df.sort_values(keys, kind="stable").reset_index(drop=True)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(_line(df.columns))
-            for rec in df.itertuples(index=False):
-                f.write(_line(rec))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    text = _line(df.columns) + "".join(_line(rec) for rec in df.itertuples(index=False))
+    atomic_write_bytes(out, text.encode())
     return df

@@ -223,19 +223,46 @@ def test_fallback_for_input_dependent_constraints(cache_dir):
     assert torch.equal(got.y, want.y) and torch.equal(got.extras["alpha"], want.extras["alpha"])
 
 
-# Every problem where the fused path applies (issue 21): name, build options, last-layer scale.
+# Every problem where the fused path applies (issue 21): name, build options, last-layer scale. DC3's QP (small
+# sizes) has free variables, so its feasible set is unbounded and the robust LP's margin is huge (t* ~ 1e6 in the
+# inequality form, ~2e7 in the standard form at these sizes): the task output needs a scale of ~1e8-1e9 to leave
+# the set at all. Its nonconvex twin has the same constraints, hence the same layer. ``linear`` is a bounded QP
+# from a .npz written by the test (tests/test_linear_problem.py's arrays).
+DC3_SMALL = {"num_var": 20, "num_eq": 5, "num_ineq": 5, "num_examples": 30}
 AGREEMENT = [
     *[(f"dcopf_{c}", {"form": f}, s) for c, s in ((14, 30.0), (30, 3.0), (57, 1.0)) for f in ("standard", "inequality")],
     ("portfolio", {"form": "inequality", "uncertainty": 0.3}, 30.0),
+    ("dc3_qp", {**DC3_SMALL, "form": "inequality"}, 1e8),
+    ("dc3_qp", {**DC3_SMALL, "form": "standard"}, 1e9),
+    ("dc3_nonconvex", {**DC3_SMALL, "form": "inequality"}, 1e8),
+    *[("linear", {"form": f}, 30.0) for f in ("inequality", "standard")],
 ]
 
 
+@pytest.fixture(scope="module")
+def linear_npz(tmp_path_factory) -> str:
+    from test_linear_problem import small_arrays
+
+    path = tmp_path_factory.mktemp("linear") / "bounded_qp.npz"
+    np.savez(path, **small_arrays())
+    return str(path)
+
+
+def build_agreement_problem(name: str, options: dict, linear_npz: str):
+    if name == "portfolio":
+        return Portfolio(**options)
+    if name == "linear":
+        return build_problem(name, path=linear_npz, **options)
+    return build_problem(name, **options)
+
+
 @pytest.mark.parametrize("name, options, sigma", AGREEMENT, ids=[f"{a}-{b['form']}" for a, b, _ in AGREEMENT])
-def test_fused_agrees_with_the_layer_wherever_it_applies(cache_dir, name, options, sigma):
+def test_fused_agrees_with_the_layer_wherever_it_applies(cache_dir, linear_npz, name, options, sigma):
     """Fused and unfused outputs and alpha agree to 1e-12 (float64) on every problem where fusion applies:
-    DC-OPF in both forms (the inequality form's projection is the dense one), and the portfolio's inequality
-    form (the projection's row form and an input-dependent H(x))."""
-    problem = Portfolio(**options) if name == "portfolio" else build_problem(name, **options)
+    DC-OPF in both forms (the inequality form's projection is the dense one), the portfolio's inequality
+    form (the projection's row form and an input-dependent H(x)), DC3's QP in both forms and its nonconvex
+    twin, and an LP/QP read from a .npz (problem=linear) in both forms."""
+    problem = build_agreement_problem(name, options, linear_npz)
     method = make_method(problem, cache_dir, sigma=sigma)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no fallback warning: it fuses
@@ -249,6 +276,7 @@ def test_fused_agrees_with_the_layer_wherever_it_applies(cache_dir, name, option
     assert float((got.extras["alpha"] - want.extras["alpha"]).abs().max()) <= 1e-12
     alpha = want.extras["alpha"]
     assert int((alpha > 0).sum()) >= 5, "some rows must move"
+    assert int((alpha == 0).sum()) >= 5, "some rows must stay"
     assert_feasible(problem, xi, got.y)
 
 

@@ -100,8 +100,7 @@ def output_dtype_for(problem, rule, dtype: torch.dtype, method: str) -> torch.dt
 def reverify(problem, rule) -> str | None:
     """Why ``rule`` (loaded from the cache) does not hold for ``problem``, or None when it does.
 
-    Recomputes what the solve verified, in float64: the equality residual (relative to ``1 + max(|B_eq|,
-    |G| |F|)``: a rule with large coefficients carries the rounding of ``G F``), the standard form's slack rows, and
+    Recomputes what the solve verified, in float64: the equality residual, the standard form's slack rows, and
     the worst margin over the box (closed form for the robust LP, equal to the stored ``t*``; sampled for the
     SDP, whose certificate is not stored: the sampled margin can only exceed a true ``t*``).
     """
@@ -126,13 +125,7 @@ def reverify(problem, rule) -> str | None:
         from hardlinear.layers.robust_lp import verified_row_margins
 
         G, B_eq = sp.csr_matrix(compact.G), np.asarray(compact.B_eq, dtype=np.float64)
-        if compact.m_eq:
-            # relative to the right-hand side and to the terms of G F: rounding G F leaves ~eps |G| |F|, which
-            # dominates where the rule's coefficients are large (DC3's free variables: t* ~ 1e7, |F| alike)
-            terms = float(np.asarray(abs(G) @ np.abs(F)).max())
-            eq = float(np.abs(G @ F - B_eq).max() / (1.0 + max(np.abs(B_eq).max(), terms)))
-        else:
-            eq = 0.0
+        eq = float(np.abs(G @ F - B_eq).max() / (1.0 + np.abs(B_eq).max())) if compact.m_eq else 0.0
         if compact.m_ineq:
             worst = float(verified_row_margins(F, compact.H, compact.B_ineq, compact.box, weights).min())
             if not abs(worst - t_star) <= REVERIFY_RTOL * max(1.0, abs(t_star)):

@@ -224,17 +224,16 @@ def test_fallback_for_input_dependent_constraints(cache_dir):
 
 
 # Every problem where the fused path applies (issue 21): name, build options, last-layer scale. DC3's QP (small
-# sizes) has free variables, so its feasible set is unbounded and the robust LP's margin is huge (t* ~ 1e6 in the
-# inequality form, ~2e7 in the standard form at these sizes): the task output needs a scale of ~1e8-1e9 to leave
-# the set at all. Its nonconvex twin has the same constraints, hence the same layer. ``linear`` is a bounded QP
+# sizes) has free variables, so its feasible set is unbounded and the robust LP's margin is capped (t* = 1 with
+# max_margin='auto', and a warning). Its nonconvex twin has the same constraints, hence the same layer. ``linear`` is a bounded QP
 # from a .npz written by the test (tests/test_linear_problem.py's arrays).
 DC3_SMALL = {"num_var": 20, "num_eq": 5, "num_ineq": 5, "num_examples": 30}
 AGREEMENT = [
     *[(f"dcopf_{c}", {"form": f}, s) for c, s in ((14, 30.0), (30, 3.0), (57, 1.0)) for f in ("standard", "inequality")],
     ("portfolio", {"form": "inequality", "uncertainty": 0.3}, 30.0),
-    ("dc3_qp", {**DC3_SMALL, "form": "inequality"}, 1e8),
-    ("dc3_qp", {**DC3_SMALL, "form": "standard"}, 1e9),
-    ("dc3_nonconvex", {**DC3_SMALL, "form": "inequality"}, 1e8),
+    ("dc3_qp", {**DC3_SMALL, "form": "inequality"}, 30.0),
+    ("dc3_qp", {**DC3_SMALL, "form": "standard"}, 30.0),
+    ("dc3_nonconvex", {**DC3_SMALL, "form": "inequality"}, 30.0),
     *[("linear", {"form": f}, 30.0) for f in ("inequality", "standard")],
 ]
 

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -26,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hardlinear.atomic import atomic_write_bytes
 from hardlinear.constraints import lift
 
 log = logging.getLogger(__name__)
@@ -588,7 +588,7 @@ def _cache_path(
 
 
 def _save_cached(path: Path, rule: DecisionRule) -> None:
-    """Atomic write (temp file + os.replace) of ``MAGIC | sha256(payload) | payload``."""
+    """Atomic write (``hardlinear.atomic``) of ``MAGIC | sha256(payload) | payload``."""
     arrays = {"linear": rule.linear.detach().cpu().to(torch.float64).numpy()}
     if rule.quadratic is not None:
         arrays["quadratic"] = rule.quadratic.detach().cpu().to(torch.float64).numpy()
@@ -597,18 +597,7 @@ def _save_cached(path: Path, rule: DecisionRule) -> None:
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     payload = buf.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(path, CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
 
 
 def _load_cached(path: Path, fingerprint: str) -> DecisionRule | None:

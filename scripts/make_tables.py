@@ -36,7 +36,11 @@ def main() -> int:
             print(f"error: study {study}: {err}", file=sys.stderr)
             failed += 1
             continue
-        print(f"study {study}: {len(written)} files in {Path(args.out) / study}")
+        if written:
+            print(f"study {study}: {len(written)} files in {Path(args.out) / study}")
+        else:
+            print(f"study {study}: none of the paper's problems; its own table comes from its script "
+                  "(scripts/dc3_table.py, scripts/peers_table.py, scripts/cost_rule_table.py)")
     if not studies:
         print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
     return 1 if failed or not studies else 0

@@ -163,7 +163,8 @@ def test_a_cell_never_mixes_settings(tmp_path):
 
 def test_make_tables(results_root, tmp_path):
     written = make_tables(results_root, tmp_path / "tables")
-    assert sorted(written) == sorted(f"{t}{s}" for t in TABLE_NAMES for s in (".md", ".tex"))
+    # every table but table_large: the study ran none of its cases
+    assert sorted(written) == sorted(f"{t}{s}" for t in TABLE_NAMES if t != "table_large" for s in (".md", ".tex"))
     assert all(p.stat().st_size > 0 for p in written.values())
     lp = written["table_lp.md"].read_text()
 
@@ -303,3 +304,17 @@ def test_seeds_that_disagree_are_marked_with_every_seed_gap(tmp_path):
     assert rows["APM"][2] == "0.16(1.00)\u2020" and rows["Proposed"][2] == "1.00(1.00)"
     assert "APM: seeds disagree, gap % per seed 18.47 (seed 0), -9.00 (seed 1), -9.00 (seed 2)" in md
     assert r"0.16(1.00)\dag{}" in out["table_lp.tex"].read_text()
+
+
+def test_a_study_without_paper_problems_writes_no_paper_table(tmp_path):
+    """A DC3-benchmark study renders none of the paper's tables, and a stale rendering of one is removed."""
+    out = tmp_path / "tables"
+    out.mkdir()
+    (out / "table_lp.md").write_text("stale")
+    root = tmp_path / "records"
+    results.write_record(root / "run0", {"identity": "x", "study": "dc3", "status": "ok", "reason": "",
+                                         "row": {"problem": "dc3_qp_eq50_ineq50", "objective": "qp", "form": "inequality",
+                                                 "method": "proposed", "seed": 0, "experiment": "table_dc3_qp"},
+                                         "config": {"seed": 0}})
+    assert make_tables(root, out) == {}
+    assert not (out / "table_lp.md").exists()

@@ -732,20 +732,32 @@ NO_RESULT_STATUSES = ("skipped", "failed", "not_applicable", "superseded")
 def make_tables(
     results, out_dir: str | Path, study: str | None = None, where: dict | None = None,
 ) -> dict[str, Path]:
-    """Write every table as ``<out_dir>/<table>.md`` and ``.tex``; returns ``{"<table>.md": path, ...}``.
+    """Write the tables the study has runs for as ``<out_dir>/<table>.md`` and ``.tex``; returns ``{"<table>.md": path, ...}``.
 
     ``results``: the results roots (directories of records and/or legacy results CSVs; see
     ``hardlinear.results.load_records``) or an already loaded table. ``study`` and ``where`` select the runs;
     a cell whose runs differ in a setting other than the seed raises ``MixedSettings`` naming the keys.
+    A table none of whose problems the study ran (a DC3-benchmark study has none of the paper's) is not written,
+    and an older rendering of it in ``out_dir`` is removed, so the folder never shows a table of "not run" rows
+    as if it were the study's.
     """
     from hardlinear.results import report_table
 
     df = report_table(results, study=study, where=where)
+    ran = set(df["problem"].astype(str)) if "problem" in df.columns else set()
+    penalty_ran = "experiment" in df.columns and bool((df["experiment"].astype(str) == PENALTY_EXPERIMENT).any())
     skipped = df[df["status"].isin(NO_RESULT_STATUSES)]
     df = df[~df["status"].isin(NO_RESULT_STATUSES)]
     out_dir = Path(out_dir)
-    tables = [build_table(spec, df, skipped) for spec in TABLES.values()] + [build_penalty_table(df, skipped)]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = [build_table(spec, df, skipped) for spec in TABLES.values() if ran & {b.problem for b in spec.blocks}]
+    if penalty_ran:
+        tables.append(build_penalty_table(df, skipped))
+    kept = {table.name for table in tables}
+    for name in set(TABLE_NAMES) - kept:
+        for suffix in (".md", ".tex"):
+            (out_dir / f"{name}{suffix}").unlink(missing_ok=True)
+    if tables:
+        out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for table in tables:
         for suffix, render in ((".md", render_markdown), (".tex", render_latex)):

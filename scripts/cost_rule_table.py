@@ -1,8 +1,12 @@
-"""The margin-only rule against the cost-aware one, from a results CSV (docs/cost_aware_rule.md).
+"""The margin-only rule against the cost-aware one (docs/cost_aware_rule.md).
 
-    python scripts/cost_rule_table.py results/investigations/cost_rule.csv
+    python scripts/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule
 
-    python scripts/cost_rule_table.py results/investigations/cost_rule.csv --baseline results/paper/runs.csv
+    python scripts/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule \
+        --baseline results/paper/runs.csv
+
+The runs are read with ``hardlinear.results.load_records`` from record folders and legacy results CSVs alike
+(the first runs of this table were written to a CSV before per-run records existed).
 
 One row per problem: the rule's verified margin t under each objective, the LDR's test gap, and the proposed
 method's test gap (mean over seeds, every seed listed; the margin-only seeds from ``--baseline`` when given) with
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 
 import pandas as pd
+
+from hardlinear.results import load_records
 
 BASELINE_EXPERIMENTS = ("table_lp", "table_qp_main", "table_qp_add")
 ORDER = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
@@ -73,11 +79,11 @@ def table(df: pd.DataFrame, baseline: pd.DataFrame | None = None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("csv", help="results CSV with ldr and proposed rows under both rule objectives")
+    parser.add_argument("results", nargs="+", help="record folders and/or results CSVs with ldr and proposed runs under both rule objectives")
     parser.add_argument("--baseline", help="a store with the margin-only proposed rows at several seeds (results/paper/runs.csv)")
     args = parser.parse_args()
-    baseline = pd.read_csv(args.baseline) if args.baseline else None
-    print(table(pd.read_csv(args.csv), baseline))
+    baseline = load_records([args.baseline], quiet=True) if args.baseline else None
+    print(table(load_records(args.results, quiet=True), baseline))
 
 
 if __name__ == "__main__":

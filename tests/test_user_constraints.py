@@ -13,7 +13,7 @@ import torch
 
 import hardlinear
 from hardlinear.layers.decision_rule import DecisionRuleInfeasible, solve_decision_rule
-from hardlinear.layers.robust_lp import ProgramUnbounded, row_weights, solve_robust_lp
+from hardlinear.layers.robust_lp import ProgramUnbounded, row_weights, solve_robust_lp, verified_row_margins
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -209,3 +209,22 @@ def test_package_import_loads_neither_numpy_nor_torch():
     code = "import sys, hardlinear.threads; print('numpy' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("cap", [1e5, 1e7])
+def test_large_margin_cap_keeps_the_cost_stage_solvable(cap):
+    """A cap of 1e5 made the cost stage's floor 5e4 and its rule coefficients ~1e7: Clarabel reported
+    PrimalInfeasible. The stage now fixes t at the floor and solves in units of it."""
+    from hardlinear.layers.rule_cost import RuleCost
+
+    c, _ = _unbounded_family(seed=1)
+    weights = row_weights(c.compact.H, "inequality")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        priced = solve_robust_lp(c.compact, weights, "clarabel", cost=RuleCost(np.ones(20), np.eye(20)), max_margin=cap)
+        smallest = solve_robust_lp(c.compact, weights, "clarabel", max_margin=cap)
+    assert priced.status == smallest.status == "capped"
+    assert priced.info["t_margin_only"] == cap
+    assert priced.t_star == pytest.approx(0.5 * cap, rel=1e-7) and priced.t_star >= 0.5 * cap * (1 - 1e-7)
+    assert smallest.t_star == pytest.approx(cap, rel=1e-7)
+    assert priced.t_star == pytest.approx(verified_row_margins(priced.F, c.compact.H, c.compact.B_ineq, c.compact.box, weights).min())

@@ -63,6 +63,8 @@ ROW_TOLERANCE = 1e-7
 # Proximal weight on W under Clarabel (see the module docstring); small enough that t* agrees with the
 # unregularised full LP to ~1e-9 on the paper cases (tests/test_decision_rules.py checks 14 and 30 buses).
 DEFAULT_REGULARIZATION = 1e-7
+# The cost stage keeps t >= rho t_kept - COST_FLOOR_RTOL |t_kept| (t_kept: the verified margin-only t*, or the cap).
+COST_FLOOR_RTOL = 1e-9
 
 
 @dataclass
@@ -208,7 +210,7 @@ def _expression_margins(red: _Reduced, W: np.ndarray) -> np.ndarray:
 
 
 # --- the LP on a working set ----------------------------------------------------------------------------
-def _working_set_lp(red: _Reduced, S: np.ndarray, scaling: bool = False) -> dict[str, Any]:
+def _working_set_lp(red: _Reduced, S: np.ndarray, scaling: bool = False, t_fixed: float | None = None) -> dict[str, Any]:
     """``max t`` over ``z = [W (d (q + 1), column-major by input) | V+ | V- (E_S q) | spread (E_S) | t]``.
 
     Rows: ``M_e W_j - V+_ej + V-_ej = -C_ej`` and ``spread_e = sum_j (V+_ej + V-_ej)`` (equalities);
@@ -216,6 +218,10 @@ def _working_set_lp(red: _Reduced, S: np.ndarray, scaling: bool = False) -> dict
 
     ``scaling=True``: the largest-uncertainty LP of :func:`max_uncertainty_scaling` instead, the same rows with
     ``t``'s coefficients ``R_up_e`` / ``R_lo_e`` and right-hand sides 0 (there ``t = -1/kappa``).
+
+    ``t_fixed``: ``t`` is a constant (the cost stage's floor), moved to the right-hand sides, and the variable
+    is dropped (``lp["t"]`` is None). Keeping it as a variable with bounds ``floor <= t <= cap`` left a free
+    direction along an unbounded margin that made Clarabel report ``PrimalInfeasible`` for caps of 1e3-1e5.
     """
     d, q, E = red.N.shape[1], red.C.shape[1], len(S)
     Ms = sp.csr_matrix(red.M[S])
@@ -240,6 +246,10 @@ def _working_set_lp(red: _Reduced, S: np.ndarray, scaling: bool = False) -> dict
     ).tocsr()
     bin_ = np.zeros(E + int(two.sum())) if scaling else np.concatenate([red.R_up[S], red.R_lo[S][two]])
     nonneg = np.arange(nW, nW + 2 * E * q)
+    if t_fixed is not None:
+        bin_ = bin_ - Ain[:, nv - 1].toarray().ravel() * float(t_fixed)
+        Ain, Aeq = Ain[:, : nv - 1].tocsr(), Aeq[:, : nv - 1].tocsr()
+        return {"Aeq": Aeq, "beq": beq, "Ain": Ain, "bin": bin_, "nonneg": nonneg, "nv": nv - 1, "nW": nW, "t": None}
     return {"Aeq": Aeq, "beq": beq, "Ain": Ain, "bin": bin_, "nonneg": nonneg, "nv": nv, "nW": nW, "t": nv - 1}
 
 
@@ -290,6 +300,8 @@ def _t_bound_rows(lp: dict[str, Any]) -> tuple[sp.csr_matrix, np.ndarray]:
     if lp.get("t_lo") is not None:
         rows.append(-1.0)
         rhs.append(-float(lp["t_lo"]))
+    if not rows:
+        return sp.csr_matrix((0, lp["nv"])), np.zeros(0)
     A = sp.csr_matrix((rows, (np.arange(len(rows)), np.full(len(rows), lp["t"]))), shape=(len(rows), lp["nv"]))
     return A, np.asarray(rhs, dtype=np.float64)
 
@@ -309,7 +321,7 @@ def _solve_highs(lp: dict[str, Any], threads: int, method: str = "ipx") -> tuple
     lower = np.full(nv, -inf)
     lower[lp["nonneg"]] = 0.0
     upper = np.full(nv, inf)
-    if lp.get("t_lo") is not None:
+    if lp.get("t_lo") is not None:  # (the t bounds are only set where t is a variable)
         lower[lp["t"]] = float(lp["t_lo"])
     if lp.get("t_hi") is not None:
         upper[lp["t"]] = float(lp["t_hi"])
@@ -573,7 +585,12 @@ def _cost_stage(red, family, weights, cost, fraction, F1, t1, S, solver, regular
 
     if cost is not None and cost.c.shape != (family.n,):
         raise ValueError(f"the rule cost has {cost.c.size} entries; the rule has {family.n} variables")
-    t_kept = t1 if cap is None else min(t1, cap)  # a capped rule may exceed the cap by luck; keep only the cap
+    if cap is not None and info.get("margin_unbounded"):
+        # t* = cap exactly (a recession direction carries any rule's margin to it); the margin stage's own rule
+        # can fall short of a large cap (its proximal term pulls t down: 2.7e3 at a cap of 1e5), so keep the cap
+        t_kept = cap
+    else:
+        t_kept = t1 if cap is None else min(t1, cap)  # t1: verified; a capped rule may exceed the cap by luck
     info.update(t_margin_only=t_kept, margin_fraction=fraction)
     if cost is not None:
         info["expected_cost_margin_only"] = expected_cost(F1, cost, family.box)
@@ -587,16 +604,22 @@ def _cost_stage(red, family, weights, cost, fraction, F1, t1, S, solver, regular
         return F1, margins, t1, status
     if cost is not None:
         _check_cost_bounded(red, cost)
-    floor = fraction * t_kept
+    # the floor sits COST_FLOOR_RTOL below fraction * t_kept, so that fraction = 1 (the smallest rule at the cap,
+    # or a user's rho = 1) leaves the interior point a strictly feasible program
+    floor = fraction * t_kept - COST_FLOOR_RTOL * abs(t_kept)
     stage_solver = "clarabel" if cost is None or cost.is_quadratic else solver
     S = np.unique(S) if len(S) else _seed(red)
     for rounds in range(1, max_rounds + 1):
-        lp = _working_set_lp(red, S)
-        lp["t_lo"], lp["t_hi"] = floor, cap
-        lp["q"], lp["P"] = _cost_terms(red, cost, lp["nv"])
+        lp = _working_set_lp(red, S, t_fixed=floor)
+        qvec, lp["P"] = _cost_terms(red, cost, lp["nv"])
+        # z = scale z~: the same program in units of the floor (1/2 z'Pz + q'z = scale^2 (1/2 z~'Pz~ + (q/scale)'z~)),
+        # so that a margin of 1e5 and rule coefficients of 1e7 reach Clarabel as numbers of order one
+        scale = max(1.0, abs(floor))
+        lp["q"], lp["beq"], lp["bin"] = qvec / scale, lp["beq"] / scale, lp["bin"] / scale
         clock("cost round %d: %d of %d expressions, t >= %.6g", rounds, len(S), E, floor)
         try:
             z, stage_status = _solve_lp(lp, stage_solver, regularization, threads)
+            z = z * scale
         except ProgramUnbounded as err:
             raise ProgramUnbounded(
                 f"{err}: the expected objective is unbounded below over rules with margin >= {floor:.4g}; "

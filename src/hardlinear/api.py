@@ -5,13 +5,13 @@
     y = layer(theta, net(theta))          # feasible for every theta in [lo, hi]
 
 The constraints are ``G(theta) y = g(theta)`` and ``H(theta) y <= h(theta)`` for every input ``theta`` in the
-box ``lo <= theta <= hi``. A right-hand side is given as a constant vector, as ``(constant, matrix)`` meaning
+box ``lo <= theta <= hi``, or in the polytope ``A_in theta <= b_in`` (cut by the box when both are given). A right-hand side is given as a constant vector, as ``(constant, matrix)`` meaning
 ``constant + matrix @ theta``, or as a callable ``theta -> vector``; a left-hand side as a matrix or a callable
 ``theta -> matrix`` (an input-dependent left-hand side: the rule is then the paper's SDP). Callables must be
 affine in ``theta``: they are read off at ``theta = 0`` and the unit vectors, and checked at a random point.
 Everything is checked (shapes, dtypes, finiteness, the box's order) before any solving, with messages that
-name the fix. ``c`` and ``Q`` (an objective ``c'y + 1/2 y'Qy``) are optional: given, the layer's rule is the
-cost-aware one by default (``rule_objective="auto"``).
+name the fix. ``c`` and ``Q`` (an objective ``c(theta)'y + 1/2 y'Qy``, ``c`` a vector or ``(c0, C)`` for
+``c0 + C theta``) are optional: given, the layer's rule is the cost-aware one by default (``rule_objective="auto"``).
 """
 
 from __future__ import annotations
@@ -30,15 +30,24 @@ Side = np.ndarray | tuple | Callable[[np.ndarray], Any] | None
 
 
 class LinearConstraints:
-    """``G(theta) y = g(theta)``, ``H(theta) y <= h(theta)`` for ``theta`` in the box ``[lo, hi]`` (``y: (n,)``).
+    """``G(theta) y = g(theta)``, ``H(theta) y <= h(theta)`` for ``theta`` in the input set (``y: (n,)``).
 
     Args:
-        lo, hi: the input box, ``(k,)`` each, finite, ``lo <= hi``.
+        lo, hi: the input box, ``(k,)`` each, finite, ``lo <= hi``; may be omitted when ``A_in, b_in`` are given.
+        A_in, b_in: an input polytope ``{theta : A_in theta <= b_in}`` (``(p, k)``, ``(p,)``), cut by the box when
+            both are given. It must be bounded with a non-empty interior (checked, :mod:`hardlinear.polytope`);
+            the rule is then robust over the polytope (LP duality per row), not over its bounding box, and the
+            layer counts inputs outside the polytope as out of domain. Needs constant ``G`` and ``H``.
         G, H: ``(m_eq, n)`` and ``(m_ineq, n)`` matrices (dense or scipy sparse), or callables
             ``theta: (k,) -> matrix`` affine in ``theta``; either may be omitted (no rows of that kind).
         g, h: right-hand sides: ``(m,)`` constant, ``(constant (m,), matrix (m, k))`` for
             ``constant + matrix @ theta``, or a callable ``theta -> (m,)`` affine in ``theta``.
-        c, Q: an optional objective ``c'y + 1/2 y'Qy`` (``(n,)``, ``(n, n)``), for ``rule_objective="cost"``.
+        c, Q: an optional objective ``c(theta)'y + 1/2 y'Qy`` for ``rule_objective="cost"``: ``c`` an ``(n,)``
+            vector, ``(c0 (n,), C (n, k))`` for ``c0 + C theta``, or a callable ``theta -> (n,)`` affine in
+            ``theta``; ``Q`` ``(n, n)`` symmetric PSD.
+        inputs: optional ``(N, k)`` inputs (e.g. the training set): the cost-aware rule then minimises the mean
+            cost over them. Without them it minimises the expectation under the uniform distribution on the input
+            set (closed form on a box; on a polytope estimated from 20,000 seeded samples).
         name: a label for messages and the rule's cache file.
     """
 
@@ -46,8 +55,8 @@ class LinearConstraints:
 
     def __init__(
         self,
-        lo: Any,
-        hi: Any,
+        lo: Any = None,
+        hi: Any = None,
         *,
         G: Matrix | Callable | None = None,
         g: Side = None,
@@ -55,9 +64,17 @@ class LinearConstraints:
         h: Side = None,
         c: Any = None,
         Q: Any = None,
+        A_in: Any = None,
+        b_in: Any = None,
+        inputs: Any = None,
         name: str = "constraints",
     ) -> None:
-        box = _box(lo, hi)
+        box, polytope = _input_set(lo, hi, A_in, b_in)
+        if polytope is not None and (callable(G) or callable(H)):
+            raise ValueError(
+                "an input polytope (A_in, b_in) needs constant G and H (the robust LP); with an input-dependent "
+                "left-hand side (the SDP) give the input set as a box (lo, hi)"
+            )
         if G is None and H is None:
             raise ValueError("give at least one of G (equalities G y = g) and H (inequalities H y <= h)")
         for lhs, rhs, label in ((G, g, "G"), (H, h, "H")):
@@ -77,15 +94,20 @@ class LinearConstraints:
             H_stack = _stack(H, "H", H0.shape, box) if H is not None else np.zeros((k + 1, 0, n))
             self.compact: ConstraintFamily = InputDependentFamily(box=box, G_stack=G_stack, B_eq=B_eq, H_stack=H_stack, B_ineq=B_ineq)
         else:
-            self.compact = JointlyLinearFamily(box=box, G=sp.csr_matrix(G0), B_eq=B_eq, H=sp.csr_matrix(H0), B_ineq=B_ineq)
+            self.compact = JointlyLinearFamily(
+                box=box, G=sp.csr_matrix(G0), B_eq=B_eq, H=sp.csr_matrix(H0), B_ineq=B_ineq, polytope=polytope
+            )
         self.name = name
-        self.objective_data = _objective(c, Q, n)
+        c0, self.cost_input_matrix = _cost_side(c, n, k, box)
+        self.objective_data = _objective(c0, Q, n)
+        self.cost_moments = _cost_moments(inputs, box, polytope) if self.objective_data is not None else None
 
     @classmethod
     def from_family(cls, family: ConstraintFamily, name: str = "constraints") -> LinearConstraints:
         """Wrap an existing constraint family (already checked by its own constructor)."""
         self = cls.__new__(cls)
         self.compact, self.name, self.objective_data = family, name, None
+        self.cost_input_matrix = self.cost_moments = None
         return self
 
     # --- what the rule solver and the layer read -------------------------------------------------------
@@ -121,12 +143,22 @@ class LinearConstraints:
 
         if self.objective_data is None:
             return self.constraints_fingerprint()
-        return Problem.fingerprint(self)  # type: ignore[arg-type]
+        base = Problem.fingerprint(self)  # type: ignore[arg-type]
+        if self.cost_input_matrix is None and self.cost_moments is None:
+            return base
+        import hashlib
+
+        h = hashlib.sha256(base.encode())
+        for arr in (self.cost_input_matrix, *(self.cost_moments or ())):
+            if arr is not None:
+                h.update(np.ascontiguousarray(arr).tobytes() + np.asarray(np.shape(arr)).tobytes())
+        return h.hexdigest()
 
     def __repr__(self) -> str:
         c = self.compact
         kind = "input-dependent" if c.input_dependent_lhs else "constant"
-        return f"LinearConstraints({self.name!r}: n={c.n}, m_eq={c.m_eq}, m_ineq={c.m_ineq}, k={c.k}, {kind} left-hand side)"
+        where = "" if getattr(c, "polytope", None) is None else f", input polytope of {c.polytope.A.shape[0]} rows"
+        return f"LinearConstraints({self.name!r}: n={c.n}, m_eq={c.m_eq}, m_ineq={c.m_ineq}, k={c.k}, {kind} left-hand side{where})"
 
 
 def as_rule_target(obj: Any) -> Any:
@@ -177,6 +209,75 @@ def feasibility_layer(
 
 
 # --- checks -------------------------------------------------------------------------------------------------
+def _input_set(lo: Any, hi: Any, A_in: Any, b_in: Any) -> tuple[InputBox, Any]:
+    """The box, or the polytope and its bounding box (widened by 1e-9 relative, cut by the box when given)."""
+    if (lo is None) != (hi is None):
+        raise ValueError("give both lo and hi (the input box), or neither (with A_in, b_in: an input polytope)")
+    if (A_in is None) != (b_in is None):
+        raise ValueError("give both A_in and b_in: the input polytope is {theta : A_in theta <= b_in}")
+    if lo is None and A_in is None:
+        raise ValueError("give the input set: a box (lo, hi), a polytope (A_in, b_in), or both")
+    box = _box(lo, hi) if lo is not None else None
+    if A_in is None:
+        return box, None
+    from hardlinear.polytope import make_input_set
+
+    A = _finite(_real(A_in, "A_in"), "A_in")
+    b = _finite(_real(b_in, "b_in"), "b_in")
+    polytope, blo, bhi = make_input_set(A, b, None if box is None else box.lo, None if box is None else box.hi)
+    # the LP's bounding box may sit inside the true one by its tolerance: widen it, so that |u| <= 1 holds on the set
+    pad = 1e-9 * (1.0 + np.maximum(np.abs(blo), np.abs(bhi)))
+    blo, bhi = blo - pad, bhi + pad
+    if box is not None:
+        blo, bhi = np.maximum(blo, box.lo), np.minimum(bhi, box.hi)
+    return InputBox(blo, bhi), polytope
+
+
+def _cost_side(c: Any, n: int, k: int, box: InputBox) -> tuple[Any, np.ndarray | None]:
+    """``c`` as ``(c0 or None, C (n, k) or None)``: a vector, ``(c0, C)`` or a callable affine in ``theta``."""
+    if c is None:
+        return None, None
+    if callable(c):
+        c0 = _finite(_real(c(np.zeros(k)), "c(0)"), "c(0)").reshape(-1)
+        if c0.shape != (n,):
+            raise ValueError(f"c(theta) has {c0.size} entries but the constraints have n = {n} variables")
+        C = np.column_stack([_finite(_real(c(e), f"c(e_{j})"), "c").reshape(-1) - c0 for j, e in enumerate(np.eye(k))]) if k else np.zeros((n, 0))
+        _check_affine(lambda th: _real(c(th), "c").reshape(-1), lambda th: c0 + C @ th, "c", box)
+        return c0, (C if np.any(C) else None)
+    if isinstance(c, tuple):
+        if len(c) != 2:
+            raise ValueError(f"c as a tuple must be (c0, C) for c(theta) = c0 + C @ theta; got {len(c)} items")
+        C = _finite(_real(c[1], "c's input matrix C"), "c's input matrix C")
+        if C.ndim == 1 and k == 1:
+            C = C.reshape(-1, 1)
+        if C.shape != (n, k):
+            raise ValueError(f"c's input matrix C has shape {C.shape}; it must be (n, k) = ({n}, {k}): one row per variable, one column per input")
+        return c[0], (C if np.any(C) else None)
+    return c, None
+
+
+def _cost_moments(inputs: Any, box: InputBox, polytope: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(E[x], E[x x'])`` for the cost-aware rule: of the given inputs, of uniform samples of a polytope, or None
+    (the box's closed form)."""
+    from hardlinear.layers.rule_cost import sample_moments
+    from hardlinear.polytope import MOMENT_SAMPLES
+
+    if inputs is None:
+        return None if polytope is None else sample_moments(polytope.sample(MOMENT_SAMPLES, box.lo, box.hi, seed=0))
+    xi = _finite(_real(inputs, "inputs"), "inputs")
+    if xi.ndim != 2 or xi.shape[1] != box.k or len(xi) == 0:
+        raise ValueError(f"inputs must be (N >= 1, k = {box.k}); got shape {xi.shape}")
+    outside = ~np.all((xi >= box.lo - 1e-9 * (1 + np.abs(box.lo))) & (xi <= box.hi + 1e-9 * (1 + np.abs(box.hi))), axis=1)
+    if polytope is not None:
+        outside |= ~polytope.contains(xi)
+    if outside.any():
+        raise ValueError(
+            f"{int(outside.sum())} of {len(xi)} inputs lie outside the input set (first: row {int(np.argmax(outside))}): "
+            "the rule's guarantee covers the input set only; widen it or drop those inputs"
+        )
+    return sample_moments(xi)
+
+
 def _box(lo: Any, hi: Any) -> InputBox:
     lo_a, hi_a = _real(lo, "lo").reshape(-1), _real(hi, "hi").reshape(-1)
     if lo_a.shape != hi_a.shape:

@@ -188,8 +188,12 @@ class JointlyLinearFamily(ConstraintFamily):
     B_eq: np.ndarray = None  # type: ignore[assignment]
     H: sp.csr_matrix = None  # type: ignore[assignment]
     B_ineq: np.ndarray = None  # type: ignore[assignment]
+    # The input set is the polytope when one is given (hardlinear.polytope; ``box`` is then its bounding box)
+    polytope: Any = None
 
     def __post_init__(self) -> None:
+        if self.polytope is not None and self.polytope.k != self.k:
+            raise ValueError(f"the input polytope has {self.polytope.k} inputs but the box has {self.k}")
         self.G = sp.csr_matrix(self.G, dtype=np.float64)
         self.H = sp.csr_matrix(self.H, dtype=np.float64)
         self.B_eq = _rhs_matrix(self.B_eq, self.G.shape[0], self.k)
@@ -299,6 +303,7 @@ def standard_form(compact: ConstraintFamily) -> ConstraintFamily:
             B_eq=np.vstack([compact.B_eq, compact.B_ineq]),
             H=H,
             B_ineq=np.zeros((m, compact.k + 1)),
+            polytope=compact.polytope,
         )
     if isinstance(compact, InputDependentFamily):
         k1 = compact.k + 1

@@ -183,7 +183,8 @@ def _rule_cost(problem, rule_objective: str):
             "rule_objective='cost' needs an objective: give the constraints a cost (c, and Q for a quadratic one) "
             "or use rule_objective='margin'"
         )
-    return RuleCost(data.c, data.Q)
+    # LinearConstraints may carry an input-dependent cost c0 + C theta and the moments of its input set
+    return RuleCost(data.c, data.Q, C=getattr(problem, "cost_input_matrix", None), moments=getattr(problem, "cost_moments", None))
 
 
 def _solve(
@@ -378,6 +379,8 @@ def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, m
         )
     elif not find_level:
         hint = "The largest feasible uncertainty level was not computed (find_max_uncertainty=False)."
+    elif getattr(problem.compact, "polytope", None) is not None:
+        hint = "The input set is a polytope: tighten it (b_in) around the inputs you need, or relax the binding row."
     elif level is None and (kappa := _box_scaling(problem, solver)) is not None:
         r_max = kappa
         hint = (
@@ -399,7 +402,7 @@ def _box_scaling(problem, solver: str) -> float | None:
     positive margin still existing (None for the SDP, or where it cannot be computed)."""
     from hardlinear.layers.robust_lp import max_uncertainty_scaling
 
-    if problem.compact.input_dependent_lhs:
+    if problem.compact.input_dependent_lhs or getattr(problem.compact, "polytope", None) is not None:
         return None
     try:
         return max_uncertainty_scaling(problem.compact, solver=solver)[0]

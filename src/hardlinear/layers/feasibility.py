@@ -257,6 +257,10 @@ class FeasibilityLayer(nn.Module):
         self.projector = EqualityProjector(family) if project_equalities and family.m_eq else None
         self.slacks = SlackOperator(family)
         self.box = Float64Constants(**_widened_box(family.box))
+        self.polytope = getattr(family, "polytope", None)  # the input set, when it is a polytope (inside the box)
+        if self.polytope is not None:
+            scale = 1.0 + float(np.linalg.norm(np.maximum(np.abs(family.box.lo), np.abs(family.box.hi))))
+            self._polytope_scale = scale + float(np.max(np.abs(self.polytope.b) / np.linalg.norm(self.polytope.A, axis=1)))
         self.gradient, self.alpha_dtype = gradient, alpha_dtype
         self.ste_temperature, self.alpha_margin = float(ste_temperature), float(alpha_margin)
         self.rounding_guard, self.out_of_domain = float(rounding_guard), out_of_domain
@@ -276,10 +280,15 @@ class FeasibilityLayer(nn.Module):
         return self.safe(xi if dtype is None else xi.to(dtype))
 
     def domain_flags(self, xi: torch.Tensor) -> torch.Tensor:
-        """``(B, k) -> (B,)`` bool: outside the box by more than the rounding of ``xi``'s dtype (or NaN)."""
+        """``(B, k) -> (B,)`` bool: outside the box (and the input polytope, if any) by more than the rounding of
+        ``xi``'s dtype (or NaN)."""
         name = _dtype_name(xi.dtype)
         lo, hi = self.box.get((f"lo_{name}", f"hi_{name}"), xi)
-        return ~((xi >= lo) & (xi <= hi)).all(dim=1)
+        out = ~((xi >= lo) & (xi <= hi)).all(dim=1)
+        if self.polytope is not None:
+            tol = 8.0 * torch.finfo(xi.dtype).eps * self._polytope_scale
+            out = out | ~(self.polytope.violation(xi) <= tol)
+        return out
 
     def _alpha(self, need: torch.Tensor, s_tn: torch.Tensor, s_sn: torch.Tensor) -> torch.Tensor:
         """``(B, m) x 3 -> (B,)``: the largest ratio ``need_i / (s_SN_i - s_TN_i)`` clipped to [0, 1].
@@ -380,7 +389,8 @@ class FeasibilityLayer(nn.Module):
         if self.out_of_domain != "count":
             ood = self.domain_flags(xi)
             if bool(ood.any()):
-                msg = f"{int(ood.sum())} of {ood.numel()} inputs lie outside the box: feasibility is not guaranteed"
+                where = "the box" if self.polytope is None else "the input polytope"
+                msg = f"{int(ood.sum())} of {ood.numel()} inputs lie outside {where}: feasibility is not guaranteed"
                 if self.out_of_domain == "error":
                     raise ValueError(msg + " (out_of_domain='error'; use 'warn' or 'count' to let them through)")
                 warnings.warn(msg, stacklevel=2)

@@ -169,6 +169,11 @@ def _sdp_cost_stage(family, cost, fraction, problem, F, t, Lam, F1, margins1, we
 
     if cost.c.shape != (family.n,):
         raise ValueError(f"the rule cost has {cost.c.size} entries; the rule has {family.n} variables")
+    if cost.C is not None or cost.moments is not None:
+        raise ValueError(
+            "the SDP's cost stage (input-dependent left-hand side) takes a constant cost over a box: an input-dependent "
+            "cost c(x) or an input polytope needs constant G and H (the robust LP)"
+        )
     t1 = float(margins1.min())
     floor = fraction * t1 if t1 > 0 else t1
     mean, second = input_moments(family.box)

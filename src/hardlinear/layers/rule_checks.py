@@ -127,7 +127,7 @@ def reverify(problem, rule) -> str | None:
         G, B_eq = sp.csr_matrix(compact.G), np.asarray(compact.B_eq, dtype=np.float64)
         eq = float(np.abs(G @ F - B_eq).max() / (1.0 + np.abs(B_eq).max())) if compact.m_eq else 0.0
         if compact.m_ineq:
-            worst = float(verified_row_margins(F, compact.H, compact.B_ineq, compact.box, weights).min())
+            worst = float(verified_row_margins(F, compact.H, compact.B_ineq, compact.box, weights, getattr(compact, "polytope", None)).min())
             if not abs(worst - t_star) <= REVERIFY_RTOL * max(1.0, abs(t_star)):
                 return f"its recomputed worst margin {worst:.6g} differs from its stored t* = {t_star:.6g}"
         if problem.form == "standard" and rule.linear.shape[0] > compact.n:

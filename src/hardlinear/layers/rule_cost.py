@@ -9,6 +9,10 @@ A rule ``y = F x`` with ``x = (1, xi)`` and ``xi`` uniform on the box ``[lo, hi]
 so the expected objective of a rule is a convex quadratic (linear for an LP objective) in ``F``: the
 cost-aware rule minimises it subject to a guaranteed margin ``t >= rho t*`` (see
 :func:`hardlinear.layers.robust_lp.solve_robust_lp` and docs/cost_aware_rule.md).
+
+An input-dependent cost ``c(x) = c0 + C xi = [c0 | C] x`` stays closed form: ``E[c(x)' F x] = tr([c0 | C]' F E[x x'])``.
+Over an input polytope the moments are those of the uniform distribution over it, estimated once from seeded
+samples (or the mean of the user's own inputs): ``RuleCost.moments`` then replaces the box's closed form.
 """
 
 from __future__ import annotations
@@ -29,12 +33,19 @@ class RuleCost:
 
     c: np.ndarray
     Q: sp.csr_matrix | None = None
+    C: np.ndarray | None = None  # (n, k): the cost's input part, c(x) = c + C xi
+    moments: tuple[np.ndarray, np.ndarray] | None = None  # (E[x]: (K,), E[x x']: (K, K)); None: uniform on the box
 
     def __post_init__(self) -> None:
         c = np.asarray(self.c, dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(c)):
             raise ValueError("the rule cost's c must be finite")
         object.__setattr__(self, "c", c)
+        if self.C is not None:
+            C = np.asarray(self.C, dtype=np.float64)
+            if C.ndim != 2 or C.shape[0] != c.size or not np.all(np.isfinite(C)):
+                raise ValueError(f"the rule cost's C must be a finite ({c.size}, k) matrix; got shape {C.shape}")
+            object.__setattr__(self, "C", C if np.any(C) else None)
         if self.Q is not None:
             Q = sp.csr_matrix(self.Q, dtype=np.float64)
             if Q.shape != (c.size, c.size):
@@ -54,10 +65,33 @@ def input_moments(box: InputBox) -> tuple[np.ndarray, np.ndarray]:
     return mean, second
 
 
+def sample_moments(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(E[x], E[x x'])`` of the empirical distribution of ``xi: (N, k)`` (``x = (1, xi)``)."""
+    x = np.hstack([np.ones((len(xi), 1)), np.asarray(xi, dtype=np.float64)])
+    second = x.T @ x / len(x)
+    return x.mean(axis=0), 0.5 * (second + second.T)
+
+
+def cost_moments(cost: RuleCost, box: InputBox) -> tuple[np.ndarray, np.ndarray]:
+    """The moments the cost's expectation uses: its own (a polytope, given inputs), else the box's closed form."""
+    return cost.moments if cost.moments is not None else input_moments(box)
+
+
+def cost_matrix(cost: RuleCost, k: int) -> np.ndarray:
+    """``[c0 | C]: (n, k + 1)`` with ``c(x) = [c0 | C] x``."""
+    out = np.zeros((cost.c.size, k + 1))
+    out[:, 0] = cost.c
+    if cost.C is not None:
+        if cost.C.shape[1] != k:
+            raise ValueError(f"the rule cost's C has {cost.C.shape[1]} columns; the inputs have k = {k}")
+        out[:, 1:] = cost.C
+    return out
+
+
 def expected_cost(F: np.ndarray, cost: RuleCost, box: InputBox) -> float:
-    """``E[f(F x)]`` over the box in float64, in closed form (``F: (n, K)``)."""
-    mean, second = input_moments(box)
-    value = float(cost.c @ F @ mean)
+    """``E[c(x)' F x + 1/2 (F x)' Q (F x)]`` over the input set in float64, in closed form (``F: (n, K)``)."""
+    mean, second = cost_moments(cost, box)
+    value = float(np.sum(cost_matrix(cost, box.k) * (F @ second)))  # tr([c0 | C]' F E[x x'])
     if cost.Q is not None:
         value += 0.5 * float(np.sum((cost.Q @ F) * (F @ second)))
     return value

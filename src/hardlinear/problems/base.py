@@ -213,6 +213,8 @@ class Problem:
                 parts += [arr.indptr, arr.indices, arr.data, np.asarray(arr.shape)]
             else:
                 parts += [np.asarray(arr), np.asarray(np.shape(arr))]
+        if getattr(fam, "polytope", None) is not None:  # an input polytope (hardlinear.polytope) is part of the set
+            parts += fam.polytope.fingerprint_parts()
         for arr in parts:
             h.update(np.ascontiguousarray(arr).tobytes())
         h.update(self.form.encode())

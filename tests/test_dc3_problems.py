@@ -114,3 +114,7 @@ def test_dc3_reference_rows_cite_their_source_and_reach_the_table():
     }])
     text = dc3_table(ours)
     assert "ours: dc3 seed 0 | -13.90" in text and "DC3 paper: DC3 | -13.46" in text
+    assert all(r.verified in ("yes", "no") for r in rows)
+    published = next(line for line in text.splitlines() if "DC3 paper: DC3 | -13.46" in line)
+    # a figure not carried is an empty cell, never a zero; a second-hand figure says so
+    assert published.startswith("| dc3_qp_eq50_ineq50 | DC3 paper: DC3 | -13.46 |  | 2e-4 |  |  | unverified: ")

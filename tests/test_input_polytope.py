@@ -53,8 +53,17 @@ def test_rule_over_a_polytope_holds_at_every_vertex_where_the_box_has_none():
         solve_decision_rule(wide)
 
 
-def test_polytope_that_equals_a_box_gives_the_box_t_star():
-    rows = _rows(seed=1, scale=0.2)
+def _paired_rows(seed: int = 7, n: int = 6) -> dict:
+    """Two-sided rows (``-A y <= ...`` beside ``A y <= ...``, opposite input parts): pairs in the robust LP."""
+    rng = np.random.default_rng(seed)
+    A, Ax = rng.standard_normal((5, n)), 0.3 * rng.standard_normal((5, K))
+    return {"H": np.vstack([A, -A]), "h": (np.r_[np.full(5, 1.5), np.ones(5)], np.vstack([Ax, -Ax])),
+            "G": rng.standard_normal((2, n)), "g": (np.zeros(2), 0.1 * rng.standard_normal((2, K)))}
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_polytope_that_equals_a_box_gives_the_box_t_star(paired, tmp_path):
+    rows = _paired_rows() if paired else _rows(seed=1, scale=0.2)
     lo, hi = np.array([-1.0, 0.0, 0.5]), np.array([1.0, 2.0, 0.75])
     as_box = hardlinear.LinearConstraints(lo, hi, **rows)
     as_poly = hardlinear.LinearConstraints(A_in=np.vstack([np.eye(K), -np.eye(K)]), b_in=np.r_[hi, -lo], **rows)
@@ -63,7 +72,15 @@ def test_polytope_that_equals_a_box_gives_the_box_t_star():
         a = solve_robust_lp(as_box.compact, weights, cost=cost)
         b = solve_robust_lp(as_poly.compact, weights, cost=cost)
         assert b.t_star == pytest.approx(a.t_star, rel=1e-7)
+        if cost is not None:
+            assert b.info["expected_cost"] == pytest.approx(a.info["expected_cost"], rel=1e-7)
     assert as_box.constraints_fingerprint() != as_poly.constraints_fingerprint()  # separate cache entries
+    # the cached rule is re-verified over the polytope on load, and loads without a rebuild
+    first = solve_decision_rule(as_poly, cache_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = solve_decision_rule(as_poly, cache_dir=tmp_path)
+    assert again.info["cached"] and again.t_star == first.t_star
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,9 @@ MOMENT_SAMPLES = 20000
 
 @dataclass(frozen=True, eq=False)
 class InputPolytope:
-    """``{xi : A xi <= b}`` with ``A: (p, k)``, ``b: (p,)``: bounded, with a non-empty interior (checked by
-    :func:`make_input_set`, which also gives its bounding box). The rows include the box's, when one was given."""
+    """``{xi : A xi <= b}`` with ``A: (p, k)``, ``b: (p,)``, the user's rows. The input set is this polytope cut by
+    the family's box (its bounding box, cut by the user's box when one was given): bounded, with a non-empty
+    interior (checked by :func:`make_input_set`). Every LP over the set appends the box's rows."""
 
     A: np.ndarray
     b: np.ndarray
@@ -100,6 +101,7 @@ def make_input_set(
     zero = np.flatnonzero(np.linalg.norm(A, axis=1) == 0)
     if zero.size:
         raise ValueError(f"rows {zero[:10].tolist()} of A_in are zero: remove them (0 <= b_in says nothing about the input)")
+    rows_A, rows_b = A, b  # the user's rows; the box's are appended for the checks only (the bounding box has them)
     if lo is not None:
         A = np.vstack([A, np.eye(k), -np.eye(k)])
         b = np.concatenate([b, hi, -lo])
@@ -135,7 +137,7 @@ def make_input_set(
             f"the input polytope has an empty interior (its largest inscribed ball has radius {radius:.3g}): it lies in "
             "a hyperplane, i.e. some inputs are determined by others; drop those inputs, or widen b_in"
         )
-    return InputPolytope(A, b), box_lo, box_hi
+    return InputPolytope(rows_A, rows_b), box_lo, box_hi
 
 
 def support(Z: np.ndarray, A: np.ndarray, b: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -903,9 +903,10 @@ def verified_row_margins(
         return worst / weights
     from hardlinear.polytope import support
 
-    A_u = polytope.A * box.radius  # u-coordinates of the bounding box, where |u| <= 1 on the set
-    b_u = polytope.b - polytope.A @ box.mid
-    worst = Z[:, 0] + Z[:, 1:] @ box.mid - support(-Z[:, 1:] * box.radius, A_u, b_u, np.ones(box.k))[0]
+    k = box.k  # u-coordinates of the bounding box, where |u| <= 1 on the set: its rows are part of the set
+    A_u = np.vstack([polytope.A * box.radius, np.eye(k), -np.eye(k)])
+    b_u = np.concatenate([polytope.b - polytope.A @ box.mid, np.ones(2 * k)])
+    worst = Z[:, 0] + Z[:, 1:] @ box.mid - support(-Z[:, 1:] * box.radius, A_u, b_u, np.ones(k))[0]
     return worst / weights
 
 

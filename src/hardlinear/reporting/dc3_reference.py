@@ -1,7 +1,9 @@
 """DC3's published figures on its own benchmark, and a table that puts our runs beside them.
 
 ``data/dc3_reference.csv`` holds one row per (dataset, method) that DC3 (Donti, Rolnick, Kolter, ICLR 2021)
-published, with the printed strings (no re-rounding) and a ``source`` column saying where each row comes from.
+published, with the printed strings (no re-rounding), a ``source`` column saying where each row comes from and
+a ``verified`` column: ``yes`` only where the number was read in a copy of the source itself, ``no`` where it is
+quoted second-hand (the table then marks the row "unverified").
 DC3's statistics are the mean objective and the means over test instances of each instance's largest absolute
 equality and inequality violation; ours are computed the same way in float64 (``test/objective_mean``,
 ``test/eq_max_mean``, ``test/ineq_max_mean``) on DC3's own 833 test inputs. Only rows whose source could be
@@ -27,7 +29,12 @@ class DC3Row:
     eq_max: str
     ineq_max: str
     time_s: str
+    verified: str
     source: str
+
+    def __post_init__(self) -> None:
+        if self.verified not in ("yes", "no"):
+            raise ValueError(f"dc3_reference.csv: verified must be 'yes' or 'no'; got {self.verified!r} ({self.dataset} {self.method})")
 
     @property
     def dataset(self) -> str:
@@ -73,7 +80,8 @@ def dc3_table(df) -> str:
         for r in dc3_rows():
             if r.dataset == dataset:
                 time_ms = _fmt(1000 * float(r.time_s)) if r.time_s else ""
-                lines.append(f"| {dataset} | DC3 paper: {r.method} | {r.objective} | {r.eq_max} | {r.ineq_max} |  | {time_ms} | {r.source} |")
+                source = r.source if r.verified == "yes" else f"unverified: {r.source}"
+                lines.append(f"| {dataset} | DC3 paper: {r.method} | {r.objective} | {r.eq_max} | {r.ineq_max} |  | {time_ms} | {source} |")
     notes = [
         "",
         "Objective: mean over DC3's 833 test inputs; max eq./ineq.: mean over instances of each instance's largest "

@@ -109,6 +109,8 @@ def test_polytope_needs_constant_matrices_and_both_sides():
         hardlinear.LinearConstraints(A_in=OCTAHEDRON_A, **rows)
     with pytest.raises(ValueError, match="give the input set"):
         hardlinear.LinearConstraints(**rows)
+    with pytest.raises(ValueError, match="rule_solver='reduced' works over an input box"):
+        solve_decision_rule(hardlinear.LinearConstraints(A_in=OCTAHEDRON_A, b_in=np.ones(8), **rows), solver="reduced")
 
 
 def test_layer_is_feasible_inside_the_polytope_and_flags_inputs_outside():

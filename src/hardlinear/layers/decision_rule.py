@@ -202,6 +202,8 @@ def _solve(
 
     weights = row_weights(problem.compact.H, problem.form)
     if solver == "reduced":  # the structured interior point for large grids (margin_gap does not apply)
+        if getattr(problem.compact, "polytope", None) is not None:
+            raise ValueError("rule_solver='reduced' works over an input box; over an input polytope use rule_solver='auto'")
         if cost is not None:
             raise ValueError(
                 "rule_solver='reduced' solves the margin-only rule; use rule_objective='margin' with it, or "

@@ -211,3 +211,9 @@ def test_readme_polytope_example_runs():
     resid = y @ torch.as_tensor(H).T - (torch.as_tensor(scope["h0"]) + theta @ torch.as_tensor(scope["Hx"]).T)
     assert resid.max() <= 1e-9
     assert scope["layer"].safe.info["expected_cost"] <= scope["layer"].safe.info["expected_cost_margin_only"]
+
+
+def test_a_wide_polytope_is_not_taken_for_a_flat_one():
+    """The Chebyshev radius is unbounded above (it was capped at 1, which called a polytope 2e10 wide flat)."""
+    wide = hardlinear.LinearConstraints(A_in=OCTAHEDRON_A, b_in=1e10 * np.ones(8), H=np.eye(2, 6), h=np.ones(2))
+    np.testing.assert_allclose(wide.box.hi, 1e10, rtol=1e-8)

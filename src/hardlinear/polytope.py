@@ -105,24 +105,18 @@ def make_input_set(
     if lo is not None:
         A = np.vstack([A, np.eye(k), -np.eye(k)])
         b = np.concatenate([b, hi, -lo])
-    norms = np.linalg.norm(A, axis=1)
-    # Chebyshev ball: max r s.t. A xi + ||A_i|| r <= b (r <= 1 keeps the LP bounded when the set is not)
-    res = linprog(np.r_[np.zeros(k), -1.0], A_ub=np.hstack([A, norms[:, None]]), b_ub=b,
-                  bounds=[(None, None)] * k + [(None, 1.0)], method="highs")
-    if res.status == 2 or (res.status == 0 and -res.fun < 0):
-        raise ValueError(
-            "the input polytope {xi : A_in xi <= b_in}" + (" within [lo, hi]" if lo is not None else "")
-            + " is empty: no input satisfies every row; check the signs of A_in and b_in (rows read A_in xi <= b_in)"
-        )
-    if res.status != 0:
-        raise RuntimeError(f"HiGHS could not find the input polytope's Chebyshev centre (status {res.status}: {res.message})")
-    radius = -float(res.fun)
+    empty = (
+        "the input polytope {xi : A_in xi <= b_in}" + (" within [lo, hi]" if lo is not None else "")
+        + " is empty: no input satisfies every row; check the signs of A_in and b_in (rows read A_in xi <= b_in)"
+    )
     box_lo, box_hi = np.empty(k), np.empty(k)
-    for j in range(k):
+    for j in range(k):  # the bounding box: 2k LPs (an empty set or an unbounded one shows here first)
         for sign, store in ((1.0, box_lo), (-1.0, box_hi)):
             cost = np.zeros(k)
             cost[j] = sign
             r = linprog(cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k, method="highs")
+            if r.status == 2:
+                raise ValueError(empty)
             if r.status == 3:
                 raise ValueError(
                     f"the input polytope is unbounded along input {j} ({'below' if sign > 0 else 'above'}): the rule "
@@ -131,6 +125,12 @@ def make_input_set(
             if r.status != 0:
                 raise RuntimeError(f"HiGHS failed on the input polytope's bounding box (input {j}: {r.message})")
             store[j] = sign * r.fun
+    # the Chebyshev ball: max r s.t. A xi + ||A_i|| r <= b (bounded: the set is)
+    norms = np.linalg.norm(A, axis=1)
+    res = linprog(np.r_[np.zeros(k), -1.0], A_ub=np.hstack([A, norms[:, None]]), b_ub=b, bounds=[(None, None)] * (k + 1), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"HiGHS could not find the input polytope's Chebyshev centre (status {res.status}: {res.message})")
+    radius = -float(res.fun)
     width = float(np.max(box_hi - box_lo)) if k else 0.0
     if radius <= FLAT_TOL * max(width, 1e-300):
         raise ValueError(

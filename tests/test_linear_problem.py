@@ -107,3 +107,49 @@ def test_harness_runs_a_method_on_a_file(tmp_path):
         ])
         row = run(cfg, tmp_path / "run")
     assert row is not None and row["problem"] == "linear" and np.isfinite(row["test/gap_mean"])
+
+
+def _simplex_arrays() -> dict:
+    """small_arrays on the input triangle xi >= -1, xi_0 + xi_1 <= 0 (half the box), given as a polytope."""
+    arrays = small_arrays()
+    del arrays["lo"], arrays["hi"]
+    return {**arrays, "A_in": np.array([[-1.0, 0.0], [0.0, -1.0], [1.0, 1.0]]), "b_in": np.array([1.0, 1.0, 0.0])}
+
+
+def test_npz_polytope_keys_give_a_polytope_problem(tmp_path):
+    np.savez(tmp_path / "p.npz", **_simplex_arrays())
+    p = LinearProblem(path=str(tmp_path / "p.npz"))
+    poly = p.compact.polytope
+    np.testing.assert_allclose(p.box.lo, -1.0, atol=1e-8) and np.testing.assert_allclose(p.box.hi, 1.0, atol=1e-8)
+    xi = p.sample(400, generator=torch.Generator().manual_seed(0))
+    assert poly.contains(xi.numpy(), tol=0.0).all() and xi.sum(dim=1).max() <= 0  # drawn inside, not in its box
+    assert torch.equal(xi, p.sample(400, generator=torch.Generator().manual_seed(0)))  # reproducible
+    assert p.cost_moments is not None and p.constraints_fingerprint() != LinearProblem(arrays=small_arrays()).constraints_fingerprint()
+    with pytest.raises(ValueError, match="outside the input polytope"):
+        LinearProblem(arrays={**_simplex_arrays(), "test_inputs": np.array([[0.5, 0.5]])})
+    with pytest.raises(ValueError, match="A_in and b_in go together"):
+        LinearProblem(arrays={k: v for k, v in _simplex_arrays().items() if k != "b_in"})
+    with pytest.raises(ValueError, match="is empty"):
+        LinearProblem(arrays={**_simplex_arrays(), "b_in": np.array([1.0, 1.0, -3.0])})
+    with pytest.raises(ValueError, match="audit draws box vertices"):
+        from hardlinear.audit import audit
+
+        audit(p, None)
+
+
+def test_harness_runs_proposed_on_a_polytope_file(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.harness import run
+
+    path = tmp_path / "p.npz"
+    np.savez(path, **_simplex_arrays())
+    conf = str((__import__("pathlib").Path(__file__).parents[1] / "conf").resolve())
+    with initialize_config_dir(config_dir=conf, version_base=None):
+        cfg = compose(config_name="config", overrides=[
+            "problem=linear", f"problem.path={path}", "method=proposed", "trainer=fast", "progress=false",
+            f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'cache'}", "logger=csv",
+        ])
+        row = run(cfg, tmp_path / "run")
+    assert row is not None and row["status"] == "ok" and np.isfinite(row["test/gap_mean"])
+    assert row["test/ineq_viol_worst"] <= 1e-9  # every test input is drawn inside the polytope, where the rule holds

@@ -220,16 +220,11 @@ def _input_set(lo: Any, hi: Any, A_in: Any, b_in: Any) -> tuple[InputBox, Any]:
     box = _box(lo, hi) if lo is not None else None
     if A_in is None:
         return box, None
-    from hardlinear.polytope import make_input_set
+    from hardlinear.polytope import bounded_input_set
 
     A = _finite(_real(A_in, "A_in"), "A_in")
     b = _finite(_real(b_in, "b_in"), "b_in")
-    polytope, blo, bhi = make_input_set(A, b, None if box is None else box.lo, None if box is None else box.hi)
-    # the LP's bounding box may sit inside the true one by its tolerance: widen it, so that |u| <= 1 holds on the set
-    pad = 1e-9 * (1.0 + np.maximum(np.abs(blo), np.abs(bhi)))
-    blo, bhi = blo - pad, bhi + pad
-    if box is not None:
-        blo, bhi = np.maximum(blo, box.lo), np.minimum(bhi, box.hi)
+    polytope, blo, bhi = bounded_input_set(A, b, None if box is None else box.lo, None if box is None else box.hi)
     return InputBox(blo, bhi), polytope
 
 

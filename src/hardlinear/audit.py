@@ -340,6 +340,11 @@ def audit(
     float64 safe network) over every (input set, task kind, dtype); one :class:`AuditRow` per group."""
     from hardlinear.train.network import MLP
 
+    if getattr(problem.compact, "polytope", None) is not None:
+        raise ValueError(
+            f"the audit draws box vertices and box-clamped attacks; {problem.name}'s input set is a polytope, where "
+            "those inputs lie outside the guarantee. Audit it over its box-shaped relaxation, or not at all"
+        )
     cfg = cfg or AuditConfig()
     gen = torch.Generator().manual_seed(cfg.seed)
     with torch.random.fork_rng(devices=[]):  # a reproducible network, without touching the caller's RNG

@@ -117,7 +117,10 @@ def build_dataset(
     if inputs is not None:
         from hardlinear.problems.linear import check_inputs
 
-        inputs = check_inputs(f"{split} inputs", inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else inputs, problem.box)
+        inputs = check_inputs(
+            f"{split} inputs", inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else inputs, problem.box,
+            getattr(problem.compact, "polytope", None),
+        )
         if len(inputs) != size:
             log.info("%s %s set: using the %d given inputs (size=%d is ignored)", problem.name, split, len(inputs), size)
     path = None

@@ -140,6 +140,35 @@ def make_input_set(
     return InputPolytope(rows_A, rows_b), box_lo, box_hi
 
 
+def bounded_input_set(
+    A: np.ndarray, b: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None
+) -> tuple[InputPolytope, np.ndarray, np.ndarray]:
+    """:func:`make_input_set`, with the bounding box widened by 1e-9 relative (the LPs may place it inside the
+    true one by their tolerance; every worst case over the set relies on ``|u| <= 1`` on it) and cut by the box."""
+    polytope, blo, bhi = make_input_set(A, b, lo, hi)
+    pad = 1e-9 * (1.0 + np.maximum(np.abs(blo), np.abs(bhi)))
+    blo, bhi = blo - pad, bhi + pad
+    if lo is not None:
+        blo, bhi = np.maximum(blo, lo), np.minimum(bhi, hi)
+    return polytope, blo, bhi
+
+
+def sample_inside(polytope: InputPolytope, box, n: int, generator: torch.Generator | None, dtype: torch.dtype) -> torch.Tensor:
+    """``(n, k)`` inputs uniform on the polytope (cut by ``box``), by rejection from ``box.sample`` with the
+    caller's generator (reproducible like the box's sampling)."""
+    kept, drawn = [], 0
+    while sum(len(t) for t in kept) < n:
+        xi = box.sample(max(2 * n, 256), generator=generator, dtype=torch.float64)
+        drawn += len(xi)
+        kept.append(xi[torch.as_tensor(polytope.contains(xi.numpy(), tol=0.0))])
+        if drawn >= 200 * max(n, 256) and sum(len(t) for t in kept) < 0.01 * drawn:
+            raise ValueError(
+                "the input polytope fills under 1% of its bounding box: sampling it by rejection is too slow; give the "
+                "inputs of each split instead (train_inputs, val_inputs, test_inputs)"
+            )
+    return torch.cat(kept)[:n].to(dtype)
+
+
 def support(Z: np.ndarray, A: np.ndarray, b: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(upper, gap)``: for each row ``z`` of ``Z: (r, q)``, a bound ``upper >= max {z'u : A u <= b}`` that
     holds exactly (up to float64 rounding of the sums), and its distance ``gap >= 0`` to the LP's primal value.

@@ -10,12 +10,19 @@
     H        (m_ineq, n)   inequality rows  H y <= h0 + Hx xi          optional (absent: none)
     h0       (m_ineq,)                                                 optional (zeros)
     Hx       (m_ineq, k)                                               optional (zeros)
-    lo, hi   (k,)          the input box lo <= xi <= hi                 required
+    lo, hi   (k,)          the input box lo <= xi <= hi                 required unless A_in, b_in are given
+    A_in     (p, k)        an input polytope  A_in xi <= b_in           optional (cut by lo/hi when both given)
+    b_in     (p,)                                                       with A_in
     train_inputs, val_inputs, test_inputs  (N, k)  fixed inputs of a split   optional
 
 A matrix may be dense or sparse: a sparse ``M`` is stored as the CSR triplet ``M_data, M_indices, M_indptr``
 plus ``M_shape`` (``scipy.sparse.csr_matrix`` attributes). Shapes are checked before anything is solved, and
 every error names the key and the fix. From Python, :class:`LinearProblem` takes the same arrays directly.
+
+With ``A_in, b_in`` the input set is that polytope (bounded, with an interior: checked, see
+:mod:`hardlinear.polytope`): the decision rule is robust over it, seeded samples are drawn uniformly from it (by
+rejection from its bounding box), given inputs must lie in it, and the cost-aware rule uses its uniform moments.
+``scripts/audit_guarantee.py``'s box vertices and box-clamped attacks do not apply to it (the audit refuses it).
 
 Fixed inputs replace the seeded samples of their split: ``val_inputs`` and ``test_inputs`` become the
 validation and test sets, ``train_inputs`` the trainer's training set (see :mod:`hardlinear.data` and
@@ -32,13 +39,14 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 
 SPLIT_KEYS = {"train": "train_inputs", "val": "val_inputs", "test": "test_inputs"}
 MATRIX_KEYS = ("Q", "G", "Gx", "H", "Hx")
-KNOWN_KEYS = ("c", "Q", "G", "g0", "Gx", "H", "h0", "Hx", "lo", "hi", *SPLIT_KEYS.values())
+KNOWN_KEYS = ("c", "Q", "G", "g0", "Gx", "H", "h0", "Hx", "lo", "hi", "A_in", "b_in", *SPLIT_KEYS.values())
 CSR_PARTS = ("data", "indices", "indptr", "shape")
 # Inputs may sit outside the box by this much (rounding of a file written in float32, say).
 BOX_TOL = 1e-9
@@ -111,8 +119,9 @@ def _rhs(arrays: Mapping[str, Any], const_key: str, input_key: str, rows: int, k
     return np.column_stack([const, inputs])
 
 
-def check_inputs(name: str, xi: Any, box: InputBox) -> np.ndarray:
-    """Given inputs ``(N, k)`` in float64, inside the box (to ``BOX_TOL``), or a ValueError naming the fix."""
+def check_inputs(name: str, xi: Any, box: InputBox, polytope: Any = None) -> np.ndarray:
+    """Given inputs ``(N, k)`` in float64, inside the box (and the input polytope, if any; to ``BOX_TOL``), or a
+    ValueError naming the fix."""
     xi = np.asarray(xi, dtype=np.float64)
     if xi.ndim != 2 or xi.shape[1] != box.k or xi.shape[0] < 1:
         raise ValueError(f"{name} must have shape (N, {box.k}) with N >= 1 (one row per instance); got {xi.shape}")
@@ -124,6 +133,12 @@ def check_inputs(name: str, xi: Any, box: InputBox) -> np.ndarray:
         raise ValueError(
             f"{name}: {len(rows)} rows lie outside the input box (first: row {rows[0]}, by {outside[rows[0]]:.3g}); "
             "widen lo/hi to contain them: the decision rule is only guaranteed on the box"
+        )
+    if polytope is not None and not np.all(inside := polytope.contains(xi, tol=BOX_TOL)):
+        rows = np.flatnonzero(~inside)
+        raise ValueError(
+            f"{name}: {len(rows)} rows lie outside the input polytope A_in xi <= b_in (first: row {rows[0]}); widen b_in "
+            "to contain them: the decision rule is only guaranteed on the polytope"
         )
     return np.clip(xi, box.lo, box.hi)
 
@@ -137,11 +152,7 @@ def family_from_arrays(arrays: Mapping[str, Any]) -> tuple[JointlyLinearFamily, 
     if n < 1:
         raise ValueError("c is empty: a problem needs at least one variable")
     c = _vector(arrays, "c", n)
-    for key in ("lo", "hi"):
-        if key not in arrays:
-            raise ValueError(f"{key} (the input box, shape (k,)) is required: the decision rule needs a bounded input set")
-    lo = np.asarray(arrays["lo"], dtype=np.float64).reshape(-1)
-    box = InputBox(lo, _vector(arrays, "hi", lo.size))
+    box, polytope = _input_set(arrays)
     k = box.k
     if k < 1:
         raise ValueError("lo/hi are empty: give at least one input")
@@ -158,10 +169,38 @@ def family_from_arrays(arrays: Mapping[str, Any]) -> tuple[JointlyLinearFamily, 
         if matrix.shape[0] == 0 and arrays.get(key) is not None and np.size(arrays[key]):
             raise ValueError(f"{key} is given but {partner} is not: give {partner} (rows, n) as well")
     family = JointlyLinearFamily(
-        box=box, G=G, B_eq=_rhs(arrays, "g0", "Gx", G.shape[0], k), H=H, B_ineq=_rhs(arrays, "h0", "Hx", H.shape[0], k)
+        box=box, G=G, B_eq=_rhs(arrays, "g0", "Gx", G.shape[0], k), H=H, B_ineq=_rhs(arrays, "h0", "Hx", H.shape[0], k),
+        polytope=polytope,
     )
-    given = {split: check_inputs(key, arrays[key], box) for split, key in SPLIT_KEYS.items() if arrays.get(key) is not None}
+    given = {
+        split: check_inputs(key, arrays[key], box, polytope) for split, key in SPLIT_KEYS.items() if arrays.get(key) is not None
+    }
     return family, Objective(c=c, Q=Q if Q is not None and Q.nnz else None), given
+
+
+def _input_set(arrays: Mapping[str, Any]) -> tuple[InputBox, Any]:
+    """The input box, or the polytope ``A_in xi <= b_in`` (cut by ``lo, hi`` when given) and its bounding box."""
+    has_box = [key in arrays for key in ("lo", "hi")]
+    has_poly = [key in arrays for key in ("A_in", "b_in")]
+    if any(has_poly) and not all(has_poly):
+        raise ValueError("A_in and b_in go together: the input polytope is A_in xi <= b_in; give both")
+    if not all(has_poly):
+        for key in ("lo", "hi"):
+            if key not in arrays:
+                raise ValueError(f"{key} (the input box, shape (k,)) is required (or an input polytope A_in, b_in): the decision rule needs a bounded input set")
+    box = None
+    if any(has_box):
+        if not all(has_box):
+            raise ValueError("lo and hi go together: give both (the input box) or neither (with A_in, b_in)")
+        lo = np.asarray(arrays["lo"], dtype=np.float64).reshape(-1)
+        box = InputBox(lo, _vector(arrays, "hi", lo.size))
+    if not all(has_poly):
+        return box, None
+    from hardlinear.polytope import bounded_input_set
+
+    A = np.asarray(arrays["A_in"], dtype=np.float64)
+    polytope, blo, bhi = bounded_input_set(A, np.asarray(arrays["b_in"], dtype=np.float64), *((box.lo, box.hi) if box else (None, None)))
+    return InputBox(blo, bhi), polytope
 
 
 class LinearProblem(Problem):
@@ -181,3 +220,17 @@ class LinearProblem(Problem):
         self.path = None if path is None else str(path)
         super().__init__(family, objective, "qp" if objective.is_quadratic else "lp", form, name)
         self.given_inputs = given
+        self.cost_moments = None  # the cost-aware rule's expectation: the box's closed form, or the polytope's samples
+        if family.polytope is not None:
+            from hardlinear.layers.rule_cost import sample_moments
+            from hardlinear.polytope import MOMENT_SAMPLES
+
+            self.cost_moments = sample_moments(family.polytope.sample(MOMENT_SAMPLES, self.box.lo, self.box.hi, seed=0))
+
+    def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """``n`` inputs ``(n, k)`` uniform on the input set: the box, or the polytope (rejection from its box)."""
+        if self.compact.polytope is None:
+            return super().sample(n, generator=generator, dtype=dtype)
+        from hardlinear.polytope import sample_inside
+
+        return sample_inside(self.compact.polytope, self.box, n, generator, dtype)

@@ -230,6 +230,8 @@ class FusedProposed(nn.Module):
                 "G depends on the input: the projection needs a factorisation of G(x) G(x)' per instance (the "
                 "layer's batched Cholesky solve), and a null-space basis of G(x) per instance would cost more"
             )
+        if getattr(family, "polytope", None) is not None:
+            raise NotFusable("the input set is a polytope: the fused path checks the projected rule's margin over a box")
         rule = layer.safe
         if (
             not isinstance(rule, DecisionRule)

@@ -32,7 +32,10 @@ float64 in closed form over all rows: ``t_star`` is that verified value, never t
 Beyond the paper (docs/cost_aware_rule.md): an **unbounded margin** (``C(x)`` with a recession direction that
 loosens every row) is detected before solving and capped, and the smallest rule at the cap is returned, so both
 solvers report the same; a **cost stage** (``cost=``) keeps ``t >= rho t*`` and minimises the rule's expected
-objective over the box (a linear or convex quadratic function of ``W``), with the same row generation.
+objective over the box (a linear or convex quadratic function of ``W``), with the same row generation; an
+**input polytope** (``family.polytope``, :mod:`hardlinear.polytope`) replaces each row's closed-form worst case by
+its LP dual (one multiplier vector per row, :func:`_polytope_working_set_lp`) and the float64 check by a certified
+HiGHS bound (:func:`verified_row_margins`).
 
 Measured on this machine (2 shared cores, one thread, Clarabel; benchmarks/bench_decision_rules.py): the
 paper cases 14-200 buses in 0.4-4 s each (at most 3 rounds, 40-66 expressions of 42-522 in the LP, < 400 MB

@@ -217,3 +217,16 @@ def test_a_wide_polytope_is_not_taken_for_a_flat_one():
     """The Chebyshev radius is unbounded above (it was capped at 1, which called a polytope 2e10 wide flat)."""
     wide = hardlinear.LinearConstraints(A_in=OCTAHEDRON_A, b_in=1e10 * np.ones(8), H=np.eye(2, 6), h=np.ones(2))
     np.testing.assert_allclose(wide.box.hi, 1e10, rtol=1e-8)
+
+
+def test_polytope_cut_by_a_box_is_their_intersection():
+    rows = _rows()
+    octahedron = hardlinear.LinearConstraints(A_in=OCTAHEDRON_A, b_in=np.ones(8), **rows)
+    cut = hardlinear.LinearConstraints(-0.5 * np.ones(K), 0.5 * np.ones(K), A_in=OCTAHEDRON_A, b_in=np.ones(8), **rows)
+    np.testing.assert_allclose(cut.box.lo, -0.5) and np.testing.assert_allclose(cut.box.hi, 0.5)
+    weights = row_weights(cut.compact.H, "inequality")
+    t_cut = solve_robust_lp(cut.compact, weights).t_star
+    t_oct = solve_robust_lp(octahedron.compact, weights).t_star
+    t_box = solve_robust_lp(hardlinear.LinearConstraints(-0.5 * np.ones(K), 0.5 * np.ones(K), **rows).compact, weights).t_star
+    assert t_cut >= max(t_oct, t_box) - 1e-9  # a smaller input set leaves at least the margin of each larger one
+    assert t_cut > t_box + 1e-3  # and the octahedron's rows do cut the box's corners

@@ -126,3 +126,56 @@ def test_reduced_solver_reports_the_largest_level_by_bisection():
         solve_decision_rule(problem, solver="reduced")
     assert err.value.max_uncertainty == pytest.approx(0.5405, abs=2e-3)  # the exact LP's level (README)
     assert "bisection" in str(err.value)
+
+
+def test_expressions_and_rows_map_back_and_forth():
+    from hardlinear.layers.robust_lp_reduced import expressions_of_rows, rows_of_expressions
+
+    problem = build_problem("dcopf_30", form="inequality")
+    red = reduce_sparse(problem.compact, row_weights(problem.compact.H, "inequality")).red
+    S = np.array([0, 3, 7, len(red.upper) - 1])
+    rows = rows_of_expressions(red, S)
+    assert len(rows) == len(S) + int((red.lower[S] >= 0).sum())
+    np.testing.assert_array_equal(expressions_of_rows(red, rows), S)
+    np.testing.assert_array_equal(expressions_of_rows(red, red.lower[S][red.lower[S] >= 0]), S[red.lower[S] >= 0])
+
+
+def test_packed_blocks_factor_like_the_explicit_products():
+    from hardlinear.layers.robust_lp_reduced import _NormalSolver, _WorkingSet, packed_outer_products
+
+    rng = np.random.default_rng(1)
+    E, d, q = 9, 4, 5
+    ws = _WorkingSet(rng.standard_normal((E, d)), rng.standard_normal((E, q)), rng.uniform(1, 2, E), rng.uniform(1, 2, E), rng.uniform(0.5, 1, E), np.arange(E) % 2 == 0)
+    D = {"a": rng.uniform(0.1, 5, (q, E)), "b": rng.uniform(0.1, 5, (q, E)), "up": rng.uniform(1, 2, E), "lo": rng.uniform(1, 2, int(ws.two.sum()))}
+    packed = _NormalSolver(ws, D, 1e-9, 1e-8, packed_outer_products(ws.M))
+    plain = _NormalSolver(ws, D, 1e-9, 1e-8, None)
+    for a, b in zip(packed.factors, plain.factors):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+    assert packed_outer_products(ws.M, budget_bytes=8) is None
+
+
+def test_coarse_seed_and_zero_spread_certificate_on_a_three_area_grid():
+    """case73_ieee_rts (3 areas, 51 loaded buses): the rule's row generation seeded by the area rule's working
+    set, and stopped by the zero-spread bound (its t* is a generator's half-range, which no rule can beat)."""
+    from hardlinear.layers.robust_lp_reduced import solve_with_coarse_seed
+
+    problem = build_problem("dcopf", case="pglib_opf_case73_ieee_rts", uncertainty=0.1, inputs="loaded_buses")
+    w = row_weights(problem.compact.H, "standard")
+    sol = solve_with_coarse_seed(problem.compact, problem.coarse_family(), w, min_inputs=0)
+    assert sol.info["coarse_seed"]["inputs"] == 3 and sol.info["coarse_seed"]["rows"] > 0
+    assert sol.info["certified"] == "zero-spread bound"
+    bound = sol.info["t_upper_zero_spread"]
+    assert bound * (1 - 1e-8) <= sol.t_star <= bound * (1 + 1e-12)
+    _check_rule(problem, sol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+def test_certified_rule_matches_the_interior_point(form):
+    problem = build_problem("dcopf", case="pglib_opf_case73_ieee_rts", uncertainty=0.1, inputs="loaded_buses", form=form)
+    w = row_weights(problem.compact.H, form)
+    new = solve_robust_lp_reduced(problem.compact, w)
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    assert new.info.get("certified") == "zero-spread bound"
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    _check_rule(problem, new)

@@ -71,10 +71,24 @@ DUAL_REGULARIZATION = 1e-8
 STALL_GAP = 1e-5
 # Dual residual accepted (relative): the regularisation leaves ~1e-8; the margin is verified on the primal rule.
 DUAL_TOL = 1e-6
+# Row generation does not wait for a working set's optimum: from an iterate with a gap below PROBE_GAP on, the
+# rows outside the set that the iterate's rule violates are added at once (a round that finds none runs on to
+# IPM_TOL). Each round starts cold: a warm start from the previous round's iterate (new rows' slacks floored,
+# their violation left as primal infeasibility) was measured slower at case2000_goc (the steps stay short).
+PROBE_GAP = 1e-3
+# Once an iterate's t is within POLISH_WINDOW (relative) of the zero-spread bound, its rule's offset W_0 is
+# re-optimised over every expression; a verified margin within CERTIFY_GAP of the bound stops the solve.
+POLISH_WINDOW = 1e-3
+CERTIFY_GAP = 1e-8
+COARSE_SEED_MIN_INPUTS = 200  # solve_with_coarse_seed: below this many inputs the rule is solved directly
+POLISH_ROWS = 1000  # expressions in that LP (the smallest margins of the iterate's rule; at least 4 (d + 1))
 # Per-input Cholesky factors (q d^2 float64) are kept between the two solves of a Newton step up to this size.
 FACTOR_BUDGET_BYTES = 1.5e9
 # Inputs processed together in one batched kernel: bounds the temporaries to CHUNK_BYTES.
 CHUNK_BYTES = 64e6
+# The working set's packed outer products (E d^2 / 2 float64) are kept up to this size; beyond it the blocks are
+# formed as batched X' X products.
+PACKED_BYTES = 512e6
 # Rows of B_ineq - H F formed at once in the verification.
 VERIFY_CHUNK_ROWS = 4096
 
@@ -235,32 +249,70 @@ def _A(ws: _WorkingSet, x: _Point) -> dict[str, np.ndarray]:
     return {"a": MW - x.U, "b": -MW - x.U, "up": colsum + MW0 + ws.w * x.t, "lo": (colsum - MW0 + ws.w * x.t)[ws.two]}
 
 
-class _NormalSolver:
-    """Solves ``(A' D A + eps I_W) dx = r`` for one ``D`` by block elimination (see the module docstring)."""
+@dataclass
+class PackedOuterProducts:
+    """``values: (E, d (d + 1) / 2)`` with row ``e`` the lower triangle of ``m_e m_e'``; ``rows``, ``cols`` its
+    positions. ``delta @ values`` is then every block's ``M' diag(delta_j) M`` (lower triangle) in one GEMM."""
 
-    def __init__(self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float):
+    values: Any
+    rows: Any
+    cols: Any
+
+
+def packed_outer_products(M: np.ndarray, budget_bytes: float = PACKED_BYTES) -> PackedOuterProducts | None:
+    """The packed outer products of the rows of ``M: (E, d)``, or None when they exceed ``budget_bytes``."""
+    import torch
+
+    E, d = M.shape
+    if E * d * (d + 1) / 2 * 8 > budget_bytes:
+        return None
+    rows, cols = torch.tril_indices(d, d)
+    M_t = torch.from_numpy(M)
+    return PackedOuterProducts(M_t[:, rows] * M_t[:, cols], rows, cols)
+
+
+class _NormalSolver:
+    """Solves ``(A' D A + eps I_W) dx = r`` for one ``D`` by block elimination (see the module docstring).
+
+    Every kernel of the factorisation is one large float64 GEMM per chunk of inputs: the blocks'
+    ``S_j = M' diag(delta_j) M`` as ``delta @ KR`` (``KR: (E, d (d + 1) / 2)``, the rows' packed outer products
+    ``m_e m_e'``, built once per working set by :func:`packed_outer_products`), a batched Cholesky and inverse,
+    and the spread rows' Schur complement ``Psi = sum_j diag(QP_j) M S_j^{-1} M' diag(QP_j)`` as two GEMMs over
+    the stacked inverses."""
+
+    def __init__(self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, KR: Any = None, timers: dict[str, float] | None = None):
         import torch
 
         self.torch, self.ws, self.eps = torch, ws, eps + rho
+        self.timers = timers if timers is not None else {}
         d, q, E = ws.sizes
         Da, Db = D["a"], D["b"]
         self.P = Da + Db + rho  # U's diagonal (rho: the proximal term on U)
         self.QP = (Db - Da) / self.P
         delta = (4.0 * Da * Db + rho * (Da + Db)) / self.P  # (q, E): P - Q^2 / P without cancellation
-        self.chunk = max(1, int(CHUNK_BYTES // (8 * max(1, E * max(d, E)))))
+        self.chunk = max(1, int(CHUNK_BYTES // (8 * max(1, d * max(d, E)))))
         self.keep = q * d * d * 8 <= FACTOR_BUDGET_BYTES
         self.M_t = torch.from_numpy(ws.M)
+        self.KR = KR
         self.factors: list[Any] = []
-        Psi = np.zeros((E, E))
-        Psi[np.diag_indices(E)] = (1.0 / self.P).sum(axis=0)
+        Psi = torch.zeros((E, E), dtype=torch.float64)
+        MT = self.M_t.T  # (d, E)
         for s in range(0, q, self.chunk):
-            L = self._factor(delta[s : s + self.chunk])
-            Yt = (self.M_t[None, :, :] * torch.from_numpy(self.QP[s : s + self.chunk])[:, :, None]).transpose(1, 2)  # (c, d, E)
-            Zt = torch.linalg.solve_triangular(L, Yt, upper=False)  # L^{-1} Y'
-            Z2 = Zt.reshape(-1, E)
-            Psi += (Z2.T @ Z2).numpy()
+            c = min(self.chunk, q - s)
+            L = self._factor(delta[s : s + c])
+            tic = time.perf_counter()
+            Sinv = torch.cholesky_inverse(L)  # (c, d, d), symmetric
+            self._tick("inverse", tic)
+            tic = time.perf_counter()
+            QP = torch.from_numpy(self.QP[s : s + c])[:, None, :]  # (c, 1, E)
+            V = (Sinv.reshape(c * d, d) @ MT).view(c, d, E).mul_(QP)  # S_j^{-1} M' diag(QP_j), one GEMM
+            Y = (MT[None] * QP).reshape(c * d, E)  # M' diag(QP_j), stacked
+            Psi.addmm_(Y.T, V.view(c * d, E))
+            self._tick("schur", tic)
             if self.keep:  # explicit inverses: the many later solves become batched mat-vecs
-                self.factors.append(torch.cholesky_inverse(L))
+                self.factors.append(Sinv)
+        Psi = Psi.numpy()
+        Psi[np.diag_indices(E)] += (1.0 / self.P).sum(axis=0)
         self.delta = None if self.keep else delta
         # the spread rows' system: Phi = D_s^{-1} + T Psi T', T = [I; I_two]
         two = np.flatnonzero(ws.two)
@@ -282,15 +334,31 @@ class _NormalSolver:
 
         self.lu, self.lu_solve, self.m_s = lu_factor(K, check_finite=False), lu_solve, m_s
 
+    def _tick(self, name: str, tic: float) -> None:
+        self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - tic
+
     def _factor(self, delta_chunk: np.ndarray):
+        """Cholesky factors ``(c, d, d)`` of the blocks ``M' diag(delta_j) M + eps I`` of one chunk of inputs."""
         torch = self.torch
-        X = self.M_t[None, :, :] * torch.from_numpy(np.sqrt(delta_chunk))[:, :, None]  # (c, E, d)
-        S = X.transpose(1, 2) @ X
+        tic = time.perf_counter()
+        d = self.ws.sizes[0]
+        delta_t = torch.from_numpy(delta_chunk)
+        if self.KR is not None:  # one GEMM on the packed outer products, then the lower triangles filled in
+            packed = delta_t @ self.KR.values  # (c, d (d + 1) / 2)
+            S = torch.zeros((len(delta_chunk), d, d), dtype=torch.float64)
+            S[:, self.KR.rows, self.KR.cols] = packed
+        else:
+            X = self.M_t[None, :, :] * delta_t.sqrt()[:, :, None]  # (c, E, d)
+            S = X.transpose(1, 2) @ X
         # eps, plus a relative floor so that the Cholesky exists when delta spans 1e-20..1e20 (the refinement
         # against the exact operator removes the difference)
         diag = S.diagonal(dim1=1, dim2=2)
         diag.add_(self.eps + 1e-13 * diag.amax(dim=1, keepdim=True))
-        return torch.linalg.cholesky(S)
+        self._tick("blocks", tic)
+        tic = time.perf_counter()
+        L = torch.linalg.cholesky(S)  # reads the lower triangle only
+        self._tick("cholesky", tic)
+        return L
 
     def _block_solve(self, rW: np.ndarray, rU: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``K_j^{-1} (rW_j, rU_j)`` for all inputs: ``a = S_W^{-1} (rW - M' (Q/P) rU)``, ``b = (rU - Q M a) / P``."""
@@ -321,10 +389,10 @@ class _NormalSolver:
         return _Point(dg[:d], float(dg[d]), aW - aW2, bU - bU2)
 
 
-def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = PCG_ITERATIONS) -> tuple[_Point, float]:
+def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = PCG_ITERATIONS) -> tuple[_Point, float, int]:
     """Conjugate gradients on ``apply(x) = rhs`` preconditioned by the block elimination (which is exact up to
     rounding, so this usually stops after 1-3 iterations; it keeps the step accurate where the elimination's
-    rounding is not small near the optimum). Returns ``(x, relative residual)``."""
+    rounding is not small near the optimum). Returns ``(x, relative residual, preconditioner solves)``."""
     x = precondition(rhs)
     r = rhs.axpy(-1.0, apply(x))
     norm_rhs = np.sqrt(_dot(rhs, rhs)) or 1.0
@@ -332,6 +400,7 @@ def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = P
     p = z
     rz = _dot(r, z)
     rel = np.sqrt(_dot(r, r)) / norm_rhs
+    solves = 2
     for _ in range(max_iter):
         if rel <= tol or rz <= 0:
             break
@@ -344,10 +413,11 @@ def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = P
         r = r.axpy(-alpha, Ap)
         rel = np.sqrt(_dot(r, r)) / norm_rhs
         z = precondition(r)
+        solves += 1
         rz_new = _dot(r, z)
         p = z.axpy(rz_new / rz, p)
         rz = rz_new
-    return x, float(rel)
+    return x, float(rel), solves
 
 
 def _normal_apply(ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, dx: _Point) -> _Point:
@@ -367,11 +437,21 @@ def _norm_inf(x) -> float:
     return max(np.abs(v).max(initial=0) for v in x.values())
 
 
-def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int = 1, tol: float = IPM_TOL) -> tuple[_Point, float, dict[str, Any]]:
+def solve_working_set(
+    ws: _WorkingSet,
+    eps: float = REGULARIZATION,
+    threads: int = 1,
+    tol: float = IPM_TOL,
+    probe: Any = None,
+) -> tuple[_Point, float, dict[str, Any]]:
     """``max t`` on the working set by Mehrotra's predictor-corrector; returns ``(x, t, info)``.
 
     ``min -t + (eps/2) ||(W0, W)||^2`` s.t. ``A x + s = b``, ``s >= 0``; raises ``RuntimeError`` when it does
-    not converge (an unbounded margin included: ``t`` then grows without limit)."""
+    not converge (an unbounded margin included: ``t`` then grows without limit).
+
+    ``probe(x, t) -> bool``, called at each iterate once the gap is below ``PROBE_GAP``: True stops the solve
+    there (``info["probed"]``), for row generation to add the rows that iterate violates or to return a rule
+    certified optimal."""
     d, q, E = ws.sizes
     scale = max(1.0, np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0))
     eps = eps * scale
@@ -384,6 +464,9 @@ def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int
     b_norm = 1.0 + max(np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0), np.abs(ws.R_lo[ws.two]).max(initial=0))
     n_rows = sum(v.size for v in s.values())
     info: dict[str, Any] = {}
+    timers: dict[str, float] = {}
+    info["timers_s"] = timers
+    KR = packed_outer_products(ws.M)
     best = None
     for it in range(1, MAX_IPM_ITERATIONS + 1):
         ATy = _AT(ws, y)
@@ -400,6 +483,9 @@ def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int
         if pres < tol and dres < DUAL_TOL and gap < tol:
             info.update(ipm_iterations=it, pres=pres, dres=dres, gap=gap)
             return x, x.t, info
+        if probe is not None and gap < PROBE_GAP and pres < 1e-6 and probe(x, x.t):
+            info.update(ipm_iterations=it, pres=pres, dres=dres, gap=gap, probed=True)
+            return x, x.t, info
         if pres < 1e-8 and dres < DUAL_TOL and (best is None or gap < best[3]):
             best = (x, pres, dres, gap)
         if best is not None and (dres > 1e3 * max(best[2], 1e-12) or info.get("solve_residual", 0.0) > 1e-4):
@@ -415,11 +501,15 @@ def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int
         D_reg = {k: y[k] / (s[k] + delta * y[k]) for k in s}
         D_exact = {k: y[k] / s[k] for k in s}
         info["solve_residual"] = 0.0
-        ns = _NormalSolver(ws, D_reg, eps, rho)
+        tic = time.perf_counter()
+        ns = _NormalSolver(ws, D_reg, eps, rho, KR, timers)
+        timers["factor"] = timers.get("factor", 0.0) + time.perf_counter() - tic
+        tic = time.perf_counter()
 
         def direction(rc, ns=ns, D_reg=D_reg, D_exact=D_exact, s=s, y=y, rp=rp, rd=rd):
             scratch: dict[str, Any] = {}
             out = _direction(ws, ns, D_exact, s, y, rp, rd, rc, eps, rho, scratch)
+            info["block_solves"] = info.get("block_solves", 0) + scratch["block_solves"]
             if scratch["solve_residual"] <= 1e-9:
                 return out
             info["regularised_steps"] = info.get("regularised_steps", 0) + 1
@@ -432,6 +522,7 @@ def solve_working_set(ws: _WorkingSet, eps: float = REGULARIZATION, threads: int
         dx, ds, dy = direction({k: sigma * mu - s[k] * y[k] - ds[k] * dy[k] for k in s})
         ap, ad = 0.99 * _step(s, ds), 0.99 * _step(y, dy)
         ap, ad = min(1.0, ap), min(1.0, ad)
+        timers["directions"] = timers.get("directions", 0.0) + time.perf_counter() - tic
         x = x.axpy(ap, dx)
         s = {k: s[k] + ap * ds[k] for k in s}
         y = {k: y[k] + ad * dy[k] for k in s}
@@ -443,8 +534,9 @@ def _direction(ws, ns, D, s, y, rp, rd, rc, eps, rho, info):
     ``dy = D (A dx + rc / y - rp)``, ``ds = (rc - s dy) / y``."""
     corr = {k: D[k] * (rc[k] / y[k] - rp[k]) for k in s}
     rhs = rd.axpy(-1.0, _AT(ws, corr))
-    dx, rel = _pcg(lambda v: _normal_apply(ws, D, eps, rho, v), ns.solve, rhs)
+    dx, rel, solves = _pcg(lambda v: _normal_apply(ws, D, eps, rho, v), ns.solve, rhs)
     info["solve_residual"] = max(info.get("solve_residual", 0.0), rel)
+    info["block_solves"] = info.get("block_solves", 0) + solves
     Adx = _A(ws, dx)
     dy = {k: D[k] * (Adx[k] + rc[k] / y[k] - rp[k]) for k in s}
     ds = {k: (rc[k] - s[k] * dy[k]) / y[k] for k in s}
@@ -473,10 +565,13 @@ def solve_robust_lp_reduced(
     threads: int = 1,
     max_rounds: int = 30,
     regularization: float = REGULARIZATION,
+    seed_rows: np.ndarray | None = None,
 ) -> RuleSolution:
     """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
     on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
-    every row (float64, chunked). Raises ``RuntimeError`` when the interior point fails and
+    every row (float64, chunked). ``seed_rows``: inequality rows to start the row generation with (e.g. the
+    ``info["working_set_rows"]`` of the same constraints with aggregated inputs), beside the usual seed.
+    Raises ``RuntimeError`` when the interior point fails and
     :class:`~hardlinear.layers.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
     import torch
 
@@ -492,12 +587,34 @@ def solve_robust_lp_reduced(
 
     with threadpool_limits(limits=max(1, threads)):
         try:
-            return _solve(family, weights, threads, max_rounds, regularization, t0)
+            return _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows)
         finally:
             torch.set_num_threads(previous_threads)
 
 
-def _solve(family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float) -> RuleSolution:
+def solve_with_coarse_seed(
+    family: JointlyLinearFamily, coarse: JointlyLinearFamily | None, weights: np.ndarray, threads: int = 1,
+    min_inputs: int = COARSE_SEED_MIN_INPUTS,
+) -> RuleSolution:
+    """:func:`solve_robust_lp_reduced` on ``family``, its row generation seeded with the final working set of
+    the rule for ``coarse`` (the same rows with aggregated inputs, e.g. loads by area; skipped when None, not
+    coarser, or ``family`` has fewer than ``min_inputs`` inputs, where the first round is cheap anyway).
+    ``info["coarse_seed"]`` records the coarse solve (inputs, rows, time, margin)."""
+    if coarse is None or coarse.k >= family.k or coarse.m_ineq != family.m_ineq or family.k < min_inputs:
+        return solve_robust_lp_reduced(family, weights, threads=threads)
+    t0 = time.perf_counter()
+    pre = solve_robust_lp_reduced(coarse, weights, threads=threads)
+    rows = np.asarray(pre.info.get("working_set_rows", []), dtype=int)
+    sol = solve_robust_lp_reduced(family, weights, threads=threads, seed_rows=rows)
+    sol.info["coarse_seed"] = {"inputs": int(coarse.k), "rows": int(len(rows)), "t_star": pre.t_star, "time_s": pre.solve_time_s}
+    sol.solve_time_s = time.perf_counter() - t0
+    return sol
+
+
+def _solve(
+    family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float,
+    seed_rows: np.ndarray | None = None,
+) -> RuleSolution:
     """The body of :func:`solve_robust_lp_reduced`, inside its thread limits."""
     sr = reduce_sparse(family, weights)
     red = sr.red
@@ -510,7 +627,8 @@ def _solve(family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_r
     W = np.zeros((d, q + 1))
     status = "determined"
     if E and d:
-        W = _rounds(red, regularization, threads, max_rounds, info)
+        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows)
+        info["working_set_rows"] = rows_of_expressions(red, S).tolist()
         status = "Solved"
     if sr.solve_normal is None:
         from hardlinear.layers.robust_lp import _assemble, _reproject
@@ -524,28 +642,125 @@ def _solve(family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_r
     return RuleSolution(F, t_star, margins, status, "reduced", time.perf_counter() - t0, info)
 
 
-def _rounds(red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any]) -> np.ndarray:
-    """Row generation around :func:`solve_working_set`; returns ``W: (d, q + 1)``."""
+def _best_offset(red: _Reduced, spread: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, float] | None:
+    """``(W_0, t)`` maximising ``t`` for the given spreads ``(E,)`` over the expressions ``rows`` (all by default):
+    ``M_e W_0 + w_e t <= R_up_e - spread_e`` and ``-M_e W_0 + w_e t <= R_lo_e - spread_e`` (an LP in ``d + 1``
+    unknowns, HiGHS); None when HiGHS does not solve it. Over every expression with zero spreads its ``t`` bounds
+    the robust LP's optimum from above (every spread is nonnegative)."""
+    from scipy.optimize import linprog
+
+    d = red.M.shape[1]
+    rows = np.arange(len(red.w)) if rows is None else rows
+    M, w, two = red.M[rows], red.w[rows], red.lower[rows] >= 0
+    A_ub = np.vstack([np.hstack([M, w[:, None]]), np.hstack([-M[two], w[two, None]])])
+    b_ub = np.concatenate([red.R_up[rows] - spread[rows], red.R_lo[rows][two] - spread[rows][two]])
+    res = linprog(
+        np.r_[np.zeros(d), -1.0], A_ub=A_ub, b_ub=b_ub, bounds=[(None, None)] * (d + 1), method="highs",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
+    return (res.x[:d], float(res.x[d])) if res.status == 0 else None
+
+
+def _rounds(
+    red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], seed_rows: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row generation around :func:`solve_working_set`; returns ``(W: (d, q + 1), the final working set)``.
+
+    The first working set is :func:`~hardlinear.layers.robust_lp._seed`'s plus the expressions of ``seed_rows``
+    (inequality rows, e.g. the final working set of the same grid with aggregated inputs). A round stops at
+    its first iterate that violates rows outside the set (``PROBE_GAP``), or once the iterate's rule, its offset
+    re-optimised over every expression (:func:`_best_offset`), reaches the zero-spread bound on ``t*``
+    (certified optimal); otherwise the last round, which finds no such row, runs to ``IPM_TOL``."""
     d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
     S = _seed(red)
+    if seed_rows is not None and len(seed_rows):
+        S = np.unique(np.concatenate([S, expressions_of_rows(red, seed_rows)]))
+    info["seed_expressions"] = int(len(S))
+    tolerance = lambda t: ROW_TOLERANCE * max(1.0, abs(t))  # noqa: E731
+    # every spread is >= 0, so the margin with zero spreads bounds t* from above: a rule whose verified margin
+    # over every expression reaches it is optimal, whatever the working set (then the rounds stop)
+    upper = _best_offset(red, np.zeros(E))
+    t_upper = upper[1] if upper is not None else np.inf
+    info["t_upper_zero_spread"] = float(t_upper)
     ipm_total = 0
     for rounds in range(1, max_rounds + 1):
         ws = _WorkingSet(red.M[S], red.C[S], red.R_up[S], red.R_lo[S], red.w[S], red.lower[S] >= 0)
         t_round = time.perf_counter()
-        x, t_ws, ipm = solve_working_set(ws, regularization, threads)
+        found: dict[str, np.ndarray] = {}
+
+        def probe(x: _Point, t: float, S=S, found=found) -> bool:
+            W = np.column_stack([x.W0, x.W.T]) if q else x.W0[:, None]
+            margins = _expression_margins(red, W)
+            below = np.flatnonzero(margins < t - tolerance(t))
+            fresh = below[~np.isin(below, S)]
+            if fresh.size:
+                found["fresh"], found["margins"] = fresh, margins
+                return True
+            if np.isfinite(t_upper) and t >= t_upper - POLISH_WINDOW * max(abs(t_upper), 1e-12):
+                # the iterate's spreads with the best offset over every expression: certified optimal when its
+                # verified margin reaches the zero-spread bound
+                # (on the expressions nearest to binding; the verification below covers every one)
+                spread = np.abs(red.M @ W[:, 1:] + red.C).sum(axis=1) if q else np.zeros(E)
+                near = np.argsort(margins)[: max(POLISH_ROWS, 4 * (d + 1))]
+                best = _best_offset(red, spread, near)
+                if best is not None:
+                    W[:, 0] = best[0]
+                    margin = float(_expression_margins(red, W).min())
+                    if margin >= t_upper - CERTIFY_GAP * max(abs(t_upper), 1e-12):
+                        found["certified"], found["margin"] = W, margin
+                        return True
+            return False
+
+        x, t_ws, ipm = solve_working_set(ws, regularization, threads, probe=probe)
         ipm_total += ipm["ipm_iterations"]
-        info["ipm_gap"] = max(info.get("ipm_gap", 0.0), float(ipm["gap"]))  # the working-set optimum is within this
-        info["ipm_stalled"] = bool(info.get("ipm_stalled", False) or ipm.get("stalled", False))
+        for key in ("block_solves", "regularised_steps"):
+            info[key] = info.get(key, 0) + ipm.get(key, 0)
+        for key, value in ipm.get("timers_s", {}).items():
+            info.setdefault("timers_s", {})[key] = info.get("timers_s", {}).get(key, 0.0) + value
         W = np.column_stack([x.W0, x.W.T]) if q else x.W0[:, None]
-        margins = _expression_margins(red, W)
-        below = np.flatnonzero(margins < t_ws - ROW_TOLERANCE * max(1.0, abs(t_ws)))
-        fresh = below[~np.isin(below, S)]
+        if "certified" in found:
+            info.update(rounds=rounds, rows_in_lp=int(len(S)), t_working_set=float(t_upper), ipm_iterations=ipm_total)
+            info.update(ipm_gap=float(ipm["gap"]), ipm_stalled=False, certified="zero-spread bound")
+            log.debug(
+                "reduced robust LP round %d: %d of %d expressions, margin %.10g certified optimal (zero-spread bound "
+                "%.10g) after %d steps, %.1f s", rounds, len(S), E, found["margin"], t_upper, ipm["ipm_iterations"],
+                time.perf_counter() - t_round,
+            )
+            return found["certified"], S
+        if ipm.get("probed"):
+            fresh, margins = found["fresh"], found["margins"]
+        else:
+            info["ipm_gap"] = float(ipm["gap"])  # the final working set's optimum is within this
+            info["ipm_stalled"] = bool(ipm.get("stalled", False))
+            margins = _expression_margins(red, W)
+            below = np.flatnonzero(margins < t_ws - tolerance(t_ws))
+            fresh = below[~np.isin(below, S)]
         info.update(rounds=rounds, rows_in_lp=int(len(S)), t_working_set=float(t_ws), ipm_iterations=ipm_total)
         log.debug(
-            "reduced robust LP round %d: %d of %d expressions, t=%.8g, rule's margin %.6g, %d rows below, %.1f s",
-            rounds, len(S), E, t_ws, float(margins.min()), len(fresh), time.perf_counter() - t_round,
+            "reduced robust LP round %d: %d of %d expressions, t=%.8g, rule's margin %.6g, %d rows below, %d steps%s, %.1f s",
+            rounds, len(S), E, t_ws, float(margins.min()), len(fresh), ipm["ipm_iterations"],
+            " (stopped early)" if ipm.get("probed") else "", time.perf_counter() - t_round,
         )
         if fresh.size == 0:
-            return W
+            return W, S
         S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, d)]])
     raise RuntimeError(f"row generation did not converge in {max_rounds} rounds")
+
+
+def expressions_of_rows(red: _Reduced, rows: np.ndarray) -> np.ndarray:
+    """The expressions (positions in ``red.upper``) that hold the given inequality rows (upper or lower)."""
+    m = int(max(red.upper.max(initial=-1), red.lower.max(initial=-1))) + 1
+    owner = np.full(m, -1)
+    owner[red.upper] = np.arange(len(red.upper))
+    two = red.lower >= 0
+    owner[red.lower[two]] = np.flatnonzero(two)
+    rows = np.asarray(rows, dtype=int)
+    rows = rows[(rows >= 0) & (rows < m)]
+    found = owner[rows]
+    return np.unique(found[found >= 0])
+
+
+def rows_of_expressions(red: _Reduced, S: np.ndarray) -> np.ndarray:
+    """The inequality rows (upper and, where there is one, lower) of the expressions ``S``."""
+    lower = red.lower[S]
+    return np.unique(np.concatenate([red.upper[S], lower[lower >= 0]]))

@@ -380,6 +380,14 @@ class DCOPF(Problem):
             Q = sp.diags(q, format="csr")
         super().__init__(family, Objective(c=c, Q=Q), objective, form, name or case)
 
+    def coarse_family(self) -> JointlyLinearFamily | None:
+        """The same constraints with the loads aggregated by area (one input per loaded area; same rows, fewer
+        inputs), whose rule's working set seeds the row generation of the full one
+        (:func:`hardlinear.layers.robust_lp_reduced.solve_robust_lp_reduced`); None when the inputs are areas."""
+        if self.inputs == "areas":
+            return None
+        return build_dcopf_family(self.network, self.uncertainty, "areas", self.susceptance)
+
     def decision_indices(self) -> np.ndarray:
         """The generator outputs ``pg``: the decision of a dispatch; angles and flows follow from them."""
         return np.arange(self.n_orig)[self.variable_slices()["pg"]]

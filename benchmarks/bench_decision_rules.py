@@ -45,6 +45,7 @@ COLUMNS = [
     "n", "m_eq", "m_ineq", "k", "lp_variables", "lp_constraints", "lp_nnz", "rounds", "rows_in_lp", "error",
     "uncertainty", "max_uncertainty", "max_uncertainty_time_s", "max_uncertainty_rss_mb", "t_upper", "margin_gap",
     "inputs", "null_dim", "active_inputs", "rule_unknowns", "rule_unknowns_full", "ipm_iterations", "reduce_time_s", "ipm_gap",
+    "block_solves", "ipm_time_parts", "certified", "coarse_seed", "buses",
 ]
 
 
@@ -75,6 +76,7 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
     row = {
         "case": case, "form": form, "solver": solver, "uncertainty": getattr(problem, "uncertainty", None),
         "inputs": getattr(problem, "inputs", None), **problem.sizes(),
+        "buses": len(problem.network.bus_ids) if hasattr(problem, "network") else None,
     }
     start = time.perf_counter()
     try:
@@ -90,7 +92,9 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
             t_upper=info.get("t_working_set"), margin_gap=margin_gap or None,
             null_dim=info.get("null_dim"), active_inputs=info.get("active_inputs"), rule_unknowns=info.get("rule_unknowns"),
             rule_unknowns_full=info.get("rule_unknowns_full"), ipm_iterations=info.get("ipm_iterations"),
-            reduce_time_s=info.get("reduce_time_s"), ipm_gap=info.get("ipm_gap"),
+            reduce_time_s=info.get("reduce_time_s"), ipm_gap=info.get("ipm_gap"), block_solves=info.get("block_solves"),
+            ipm_time_parts=json.dumps({k: round(v, 2) for k, v in info.get("timers_s", {}).items()}) if info.get("timers_s") else None,
+            certified=info.get("certified"), coarse_seed=json.dumps(info["coarse_seed"]) if info.get("coarse_seed") else None,
         )
     except DecisionRuleInfeasible as err:
         row.update(t_star=err.t_star, error=str(err))

@@ -209,11 +209,8 @@ def _solve(
                 "rule_solver='reduced' solves the margin-only rule; use rule_objective='margin' with it, or "
                 "rule_solver='auto' for the cost-aware rule"
             )
-        from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced, solve_with_coarse_seed
+        from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
 
-        coarse = getattr(problem, "coarse_family", None)
-        if coarse is not None:  # rows that bind found first on the aggregated inputs (a much smaller LP)
-            return solve_with_coarse_seed(problem.compact, coarse(), weights, threads=threads)
         return solve_robust_lp_reduced(problem.compact, weights, threads=threads)
     return solve_robust_lp(
         problem.compact, weights, solver, threads=threads, margin_gap=margin_gap, cost=cost,

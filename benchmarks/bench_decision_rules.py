@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
         record = {**common.environment("cpu", 1), "settings": {k: v for k, v in vars(args).items() if k not in ("single", "level")}, "rows": rows}
         path.with_suffix(".json").write_text(json.dumps(record, indent=2, default=str) + "\n")
         plot(path, path.with_suffix(".png"))
+        plot_by_buses(path, path.with_name(path.stem + "_buses.png"))
 
 
 def plot(csv_path, png_path):
@@ -258,6 +259,51 @@ def plot(csv_path, png_path):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle("Decision rules: offline solve against size (one cold process per row, 1 thread)", fontsize=9)
+    return common.save_figure(fig, png_path)
+
+
+def _buses(row: dict) -> int | None:
+    """A row's bus count: its ``buses`` column, else the number in the case name (``case2000_goc``, ``dcopf_118``)."""
+    import re
+
+    if row.get("buses"):
+        return int(float(row["buses"]))
+    found = re.search(r"(?:case|dcopf_)(\d+)", row["case"])
+    return int(found.group(1)) if found else None
+
+
+def plot_by_buses(csv_path, png_path):
+    """Solve time and peak RSS of every solved DC-OPF row against the grid's buses, one series per solver and
+    input mode (all loads / zones / areas), with the issue's targets: 5 min and 4 GB at 2,000 buses, 1 hour
+    and 20 GB above 6,000 (the interior point's rows have no buses column before issue 20: read from the name)."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+    import common
+
+    with open(csv_path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("solve_time_s") and r.get("t_star") and not r["case"].startswith("portfolio")]
+    rows = [r for r in rows if _buses(r)]
+    if not rows:
+        return None
+    fig, (ax_t, ax_m) = common.new_figure(2, ncols=2, size=(5.6, 4.2))
+    series: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        inputs = r.get("inputs") or "all buses"
+        series.setdefault((r["solver"], "all loads" if inputs in ("all_buses", "loaded_buses", "all buses") else inputs), []).append(r)
+    for (solver, inputs), sel in sorted(series.items()):
+        label = f"{'interior point (Clarabel)' if solver in ('auto', 'clarabel') else solver}, {inputs}"
+        x = [_buses(r) for r in sel]
+        ax_t.scatter(x, [float(r["solve_time_s"]) for r in sel], label=label, alpha=0.8, s=14)
+        ax_m.scatter(x, [float(r["peak_rss_mb"]) / 1024 for r in sel], label=label, alpha=0.8, s=14)
+    for ax, targets, label in ((ax_t, (300, 3600), "solve time (s)"), (ax_m, (4, 20), "peak RSS (GB)")):
+        ax.plot([1500, 2500], [targets[0]] * 2, color="grey", ls="--", lw=0.8)
+        ax.plot([6000, 14000], [targets[1]] * 2, color="grey", ls=":", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("buses")
+        ax.set_ylabel(label + "; targets dashed")
+        ax.grid(True, which="both", alpha=0.3)
+    ax_t.legend(fontsize=6)
+    fig.suptitle("Decision rules against grid size (one cold process per row, 1 thread)", fontsize=9)
     return common.save_figure(fig, png_path)
 
 

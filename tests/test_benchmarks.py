@@ -179,6 +179,26 @@ def test_decision_rule_child_reports_its_own_peak_memory(bench):
     assert float(out.stdout.split()[-1]) < 300 and ballast.sum() > 0
 
 
+def test_decision_rule_plot_against_buses(bench, tmp_path):
+    """Rows of both solvers (the reduced one with a buses column, the interior point's read from the name) land
+    on the figure; a portfolio row and an unsolved one do not count."""
+    mod = bench("bench_decision_rules")
+    assert mod._buses({"case": "pglib_opf_case2000_goc:0.02:areas"}) == 2000
+    assert mod._buses({"case": "dcopf_118"}) == 118 and mod._buses({"case": "portfolio"}) is None
+    assert mod._buses({"case": "x", "buses": "6470"}) == 6470
+    rows = [
+        {"case": "dcopf_118", "form": "inequality", "solver": "auto", "t_star": 0.04, "solve_time_s": 1.7, "peak_rss_mb": 380},
+        {"case": "pglib_opf_case2000_goc:0.02", "form": "inequality", "solver": "reduced", "t_star": 0.0039,
+         "solve_time_s": 433, "peak_rss_mb": 2334, "buses": 2000, "inputs": "all_buses"},
+        {"case": "portfolio", "form": "standard", "solver": "auto", "t_star": 0.0, "solve_time_s": 0.2, "peak_rss_mb": 300},
+        {"case": "pglib_opf_case9241_pegase:0.02:zones", "form": "inequality", "solver": "reduced", "error": "timeout"},
+    ]  # fmt: skip
+    path = tmp_path / "rules.csv"
+    mod.append_rows(path, rows)
+    assert mod.plot_by_buses(path, tmp_path / "rules_buses.png") is not None
+    assert (tmp_path / "rules_buses.png").stat().st_size > 0
+
+
 def test_training(bench, cache_dir, tmp_path):
     mod = bench("bench_training")
     result = mod.main(["--problems", "dcopf_14", "--epochs", "1", "--batches-per-epoch", "2", "--val-size", "4",

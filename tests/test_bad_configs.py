@@ -113,6 +113,7 @@ BAD = [
     (["trainer.batch_size=1"], "trainer.batch_size must be >= 2; got 1"),
     (["trainer.lr=0"], "trainer.lr must be > 0; got 0"),
     (["trainer.grad_clip=-1.0"], "trainer.grad_clip must be > 0; got -1.0"),
+    (["trainer=budget_120s", "trainer.time_budget_s=0"], "trainer.time_budget_s must be > 0; got 0"),
     (["+trainer.epoch=3"], "trainer has no option 'epoch'; valid options: batch_size, batches_per_epoch, epochs"),
     # --- top level ---
     (["+foo=1"], "config has no top-level key 'foo'; valid keys: cache_dir, data, device"),

@@ -215,7 +215,9 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
     # wall time per epoch (validation included): what separates per-instance-solver layers from one-pass ones
-    metrics["train/epoch_time_s"] = fit.time_s / len(fit.history) if fit.history else float("nan")
+    metrics["train/epoch_time_s"] = fit.time_s / fit.epochs if fit.epochs else float("nan")
+    metrics["train/epochs"] = fit.epochs  # fewer than trainer.epochs when trainer.time_budget_s ended training
+    metrics["train/budget_spent"] = float(fit.budget_spent)
     metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())

@@ -124,6 +124,7 @@ TRAINER_RANGES = {
     "supervised_size": AT_LEAST_1,
     "grad_clip": POSITIVE,
     "val_every": AT_LEAST_1,
+    "time_budget_s": POSITIVE,
 }
 
 # --- problem ---

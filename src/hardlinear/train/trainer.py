@@ -62,6 +62,11 @@ class TrainerConfig:
     """Instances solved to fit supervised methods (post-projection, the optimizer's warm start)."""
     grad_clip: float | None = None
     """Clip the gradient norm (None: no clipping, as the paper)."""
+    time_budget_s: float | None = None
+    """Wall-clock budget of the training loop in seconds (validation included), checked after every batch: once
+    spent, the current epoch ends early and training stops (``TrainResult.epochs`` says how far it got). None:
+    no budget, ``epochs`` decides. For methods too slow for the schedule (the end-to-end projection layer);
+    part of the run's identity like every trainer key, so a budgeted run never stands in for a full one."""
     val_every: int = 1
     """Validation metrics (the method's full inference) every this many epochs and at the end; the validation
     loss, which selects the checkpoint, is computed every epoch."""
@@ -74,6 +79,8 @@ class TrainerConfig:
             raise ValueError(f"pretrain_epochs ({self.pretrain_epochs}) cannot exceed epochs ({self.epochs})")
         if self.batch_size < 2:
             raise ValueError(f"batch_size must be >= 2 (batch normalisation); got {self.batch_size}")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise ValueError(f"time_budget_s must be > 0 seconds, or null for no budget; got {self.time_budget_s}")
         if self.val_every < 1:
             raise ValueError(f"val_every must be >= 1; got {self.val_every}")
         if self.batches_per_epoch < 1 or self.lr <= 0:
@@ -89,6 +96,10 @@ class TrainResult:
     time_s: float = 0.0
     best_epoch: int = -1
     best_val_loss: float = math.inf
+    epochs: float = 0.0
+    """Epochs trained, a fraction when a time budget ended the last one early (its batches over the epoch's)."""
+    budget_spent: bool = False
+    """True when ``time_budget_s`` stopped training before ``epochs``."""
     history: list[dict] = field(default_factory=list)
     val_metrics: dict[str, float] = field(default_factory=dict)
     """Validation metrics of the kept checkpoint (what the run reports as ``val/...``)."""
@@ -177,6 +188,7 @@ def train(
         running = 0.0
         pool = supervised if phase == "supervised" else None
         batches = _epoch_indices(cfg, gen, len(pool) if pool is not None else (fixed.shape[0] if fixed is not None else 0))
+        done = 0
         for rows in batches:
             xi, y_ref = _batch(problem, cfg, gen, ctx, pool, fixed, rows)
             loss = _phase_loss(method, phase, xi, y_ref)
@@ -189,7 +201,12 @@ def train(
                 torch.nn.utils.clip_grad_norm_(method.parameters(), cfg.grad_clip)
             optimizer.step()
             running += loss.item()
-        record = {"epoch": epoch, "phase": phase, "train/loss": running / len(batches)}
+            done += 1
+            if cfg.time_budget_s is not None and time.perf_counter() - t_start >= cfg.time_budget_s:
+                result.budget_spent = done < len(batches) or epoch < cfg.epochs - 1
+                break
+        result.epochs += done / len(batches)
+        record = {"epoch": epoch, "phase": phase, "train/loss": running / done, "train/batches": done}
         record.update({f"train/{k}": v for k, v in method.after_epoch(epoch).items()})
         # --- validation (not timed): the loss every epoch (checkpoint selection), the metrics, which run the
         # method's full inference (solvers, correction loops), every `val_every` epochs and at the end ---
@@ -197,7 +214,7 @@ def train(
         with torch.no_grad():
             val_loss = _phase_loss(method, phase, val_xi, val_y).item()
         record["val/loss"] = val_loss
-        if (epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1:
+        if (epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1 or result.budget_spent:
             metrics = _val_metrics(method, problem, val, ctx)
             record.update(metrics)
             bar.set_postfix({"gap": f"{metrics['val/gap_mean']:.2f}%", "ineq": f"{metrics['val/ineq_viol_mean']:.1e}", "phase": phase})
@@ -210,6 +227,9 @@ def train(
         result.history.append(record)
         if loggers is not None:
             loggers.log_epoch(epoch, record)
+        if result.budget_spent:
+            log.info("%s: time budget of %.0f s spent after %.2f of %d epochs", method.name, cfg.time_budget_s, result.epochs, cfg.epochs)
+            break
     if best_state is not None:
         method.load_state_dict(best_state)
     method.eval()

@@ -36,6 +36,7 @@ def table(tmp_path):
     for seed in (0, 1, 2):
         _record(tmp_path, "dcopf_14", "hardnet_aff", seed, "not_applicable", "84 inequality rows for 1 free dimension")
     _record(tmp_path, "dcopf_14", "gauge", 0, "failed", "RuntimeError: boom")
+    _ok(tmp_path, "dcopf_14", "dc3", 0, gap=-1.0, worst=7.0, ineq=0.2, **{"train/time_s": 0.0})  # trained nothing
     _record(tmp_path, "other_problem", "proposed", 0, **{"test/gap_mean": 99.0})
     df = load_records([tmp_path], study="table_peers", quiet=True)
     published = [{"problem": "dcopf_14 (theirs)", "method": "DC3", "objective_value": "-1.5", "max_eq_viol": "0.00",
@@ -68,7 +69,9 @@ def test_not_applicable_failed_and_missing_are_loud(table):
     assert "not applicable: 84 inequality rows for 1 free dimension" in rows["hardnet_aff"]
     assert "failed: RuntimeError: boom" in text
     assert "**not run (compute)** | 1,2" in text  # gauge seeds without a record
-    assert "**not run (compute): too slow** | 0,1,2" in rows["dc3"]
+    assert "**not run (compute): too slow** | 1,2" in text
+    dc3_ok = next(line for line in text.splitlines() if line.startswith("| dc3 | ok"))
+    assert "| no training | — |" in dc3_ok  # a method that trained nothing shows no schedule
 
 
 def test_published_rows_cite_their_source_and_flag_unverified(table):

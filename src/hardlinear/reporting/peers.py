@@ -115,14 +115,14 @@ def _ok_row(method: str, rows: Sequence[Mapping[str, Any]], missing: Sequence[in
     seeds = sorted(int(_num(r["seed"])) for r in rows)
     seed_text = ",".join(map(str, seeds))
     status = "ok" if not missing else f"ok; seeds {','.join(map(str, missing))}: {missing_note}"
-    schedules = sorted({_schedule(r) for r in rows})
     epochs = [_epochs(r) for r in rows]
+    schedules = sorted({_schedule(r) if e > 0 else "no training" for r, e in zip(rows, epochs)})
     per_epoch = [_num(r.get("train/epoch_time_s")) for r in rows]
     throughput = _fmt(_median([_num(r.get("test/throughput")) for r in rows]), "int")
     if _per_instance(rows) and throughput != "—":
         throughput += " (1/batch-1)"
     return [
-        method, status, seed_text, "; ".join(schedules), _mean_sd(epochs, "g") if any(e > 0 for e in epochs) else "—",
+        method, status, seed_text, "; ".join(schedules), _mean_sd(epochs, "g4") if any(e > 0 for e in epochs) else "—",
         _mean_sd(per_epoch, "f2"), _mean_sd([_num(r.get("train/time_s")) for r in rows], "int"),
         _mean_sd([_num(r.get("test/objective_mean")) for r in rows], "g4"),
         _mean_sd([_num(r.get("test/gap_mean")) for r in rows]),

@@ -60,7 +60,7 @@ def test_budget_epochs_and_per_instance_throughput_are_shown(table):
     rows, _ = table
     proj = rows["projection_layer"]
     assert "120 s budget" in proj and "2.35" in proj
-    assert "seeds 1,2: not run (compute)" in proj
+    assert "**seeds 1,2: not run (compute)**" in proj
     assert "(1/batch-1)" in proj and "(1/batch-1)" not in rows["proposed"]
 
 
@@ -69,7 +69,7 @@ def test_not_applicable_failed_and_missing_are_loud(table):
     assert "not applicable: 84 inequality rows for 1 free dimension" in rows["hardnet_aff"]
     assert "failed: RuntimeError: boom" in text
     assert "**not run (compute)** | 1,2" in text  # gauge seeds without a record
-    assert "**not run (compute): too slow** | 1,2" in text
+    assert "ok; **seeds 1,2: not run (compute): too slow** | 0 |" in text
     dc3_ok = next(line for line in text.splitlines() if line.startswith("| dc3 | ok"))
     assert "| no training | — |" in dc3_ok  # a method that trained nothing shows no schedule
 

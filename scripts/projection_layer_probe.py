@@ -9,6 +9,7 @@ Prints three lines. A few seconds on dcopf_14 (a QP solve per instance); nothing
 """
 
 import argparse
+from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
@@ -18,7 +19,7 @@ from hardlinear.harness import problem_from_config
 from hardlinear.methods.base import Context
 from hardlinear.preflight import setup_method
 
-CONF = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 def fresh(cfg, problem, ctx):

@@ -114,7 +114,8 @@ def _per_instance(rows: Sequence[Mapping[str, Any]]) -> bool:
 def _ok_row(method: str, rows: Sequence[Mapping[str, Any]], missing: Sequence[int], missing_note: str) -> list[str]:
     seeds = sorted(int(_num(r["seed"])) for r in rows)
     seed_text = ",".join(map(str, seeds))
-    status = "ok" if not missing else f"ok; **seeds {','.join(map(str, missing))}: {missing_note}**"
+    word = "seed" if len(missing) == 1 else "seeds"
+    status = "ok" if not missing else f"ok; **{word} {','.join(map(str, missing))}: {missing_note}**"
     epochs = [_epochs(r) for r in rows]
     schedules = sorted({_schedule(r) if e > 0 else "no training" for r, e in zip(rows, epochs)})
     per_epoch = [_num(r.get("train/epoch_time_s")) for r in rows]

@@ -17,8 +17,8 @@ from hardlinear.reporting.peers import load_published, peers_table
 from hardlinear.results import load_records
 
 DC3_NOTE = (
-    "not run (compute): DC3's own schedule (1,000 epochs) takes ~55 min a seed on this machine; "
-    "the integrator ran seed 0 only"
+    "not run (compute): DC3 on DC3's problems (its own 1,000-epoch schedule, ~55 min a seed on this machine) is "
+    "run separately by the integrator, and no record of this seed is under results/ yet"
 )
 MISSING_NOTES = {("dc3_qp", "dc3"): DC3_NOTE, ("dc3_nonconvex", "dc3"): DC3_NOTE}
 

@@ -133,7 +133,7 @@ TABLES: dict[str, TableSpec] = {
     "table_qp_add": TableSpec("table_qp_add", "dcopt_qp_add", "DC-OPF (QP), 14, 30 and 57 buses", _dcopf("qp", (14, 30, 57))),
     "table_large": TableSpec(
         "table_large", "", "DC-OPF (LP) on larger PGLib cases, beyond the paper",
-        tuple(BlockSpec(f"pglib_opf_case{c}", "lp") for c in ("300_ieee", "500_goc")),
+        tuple(BlockSpec(f"pglib_opf_case{c}", "lp") for c in ("300_ieee", "500_goc", "2000_goc")),
     ),
     "table_pretrain": TableSpec(
         "table_pretrain", "proposedinit", "The proposed method with and without pre-training",

@@ -101,8 +101,10 @@ COARSE_SEED_MIN_INPUTS = 200  # solve_with_coarse_seed: below this many inputs t
 POLISH_ROWS = 1000  # expressions in that LP (the smallest margins of the iterate's rule; at least 4 (d + 1))
 # Per-input Cholesky factors (q d^2 float64) are kept between the two solves of a Newton step up to this size.
 FACTOR_BUDGET_BYTES = 1.5e9
-# Inputs processed together in one batched kernel: bounds the temporaries to CHUNK_BYTES.
+# Inputs processed together in one batched kernel: bounds the temporaries to CHUNK_BYTES (DEVICE_CHUNK_BYTES on a
+# GPU, where small batches leave it idle; the temporaries of one chunk are ~5x this).
 CHUNK_BYTES = 64e6
+DEVICE_CHUNK_BYTES = 512e6
 # The working set's packed outer products (E d^2 / 2 float64) are kept up to this size; beyond it the blocks are
 # formed as batched X' X products.
 PACKED_BYTES = 512e6
@@ -276,15 +278,16 @@ class PackedOuterProducts:
     cols: Any
 
 
-def packed_outer_products(M: np.ndarray, budget_bytes: float = PACKED_BYTES) -> PackedOuterProducts | None:
-    """The packed outer products of the rows of ``M: (E, d)``, or None when they exceed ``budget_bytes``."""
+def packed_outer_products(M: np.ndarray, budget_bytes: float = PACKED_BYTES, device: Any = None) -> PackedOuterProducts | None:
+    """The packed outer products of the rows of ``M: (E, d)``, or None when they exceed ``budget_bytes``;
+    on ``device`` (a ``torch.device``; None: CPU tensors sharing ``M``'s memory, today's path)."""
     import torch
 
     E, d = M.shape
     if E * d * (d + 1) / 2 * 8 > budget_bytes:
         return None
-    rows, cols = torch.tril_indices(d, d)
-    M_t = torch.from_numpy(M)
+    rows, cols = torch.tril_indices(d, d, device=device)
+    M_t = torch.from_numpy(M) if device is None else torch.as_tensor(M, device=device)
     return PackedOuterProducts(M_t[:, rows] * M_t[:, cols], rows, cols)
 
 
@@ -295,40 +298,63 @@ class _NormalSolver:
     ``S_j = M' diag(delta_j) M`` as ``delta @ KR`` (``KR: (E, d (d + 1) / 2)``, the rows' packed outer products
     ``m_e m_e'``, built once per working set by :func:`packed_outer_products`), a batched Cholesky and inverse,
     and the spread rows' Schur complement ``Psi = sum_j diag(QP_j) M S_j^{-1} M' diag(QP_j)`` as two GEMMs over
-    the stacked inverses."""
+    the stacked inverses.
 
-    def __init__(self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, KR: Any = None, timers: dict[str, float] | None = None):
+    ``device``: None (the default path) runs these kernels as CPU torch ops on the numpy arrays' memory; a
+    ``torch.device`` runs them there (the torch backend: the per-input data is copied over once per Newton step,
+    each block solve sends and fetches ``q x d`` numbers, the spread rows' ``E x E`` system comes back to the
+    host). The backend forms ``S_j^{-1}`` as ``L_j^{-T} L_j^{-1}`` by batched triangular solves and GEMMs (no
+    batched ``cholesky_inverse``, which CUDA lacks a batched kernel for) and keeps ``L_j^{-1}``; on a GPU it
+    takes chunks of ``DEVICE_CHUNK_BYTES``."""
+
+    def __init__(
+        self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, KR: Any = None,
+        timers: dict[str, float] | None = None, device: Any = None,
+    ):
         import torch
 
-        self.torch, self.ws, self.eps = torch, ws, eps + rho
+        self.torch, self.ws, self.eps, self.device = torch, ws, eps + rho, device
         self.timers = timers if timers is not None else {}
         d, q, E = ws.sizes
         Da, Db = D["a"], D["b"]
         self.P = Da + Db + rho  # U's diagonal (rho: the proximal term on U)
         self.QP = (Db - Da) / self.P
         delta = (4.0 * Da * Db + rho * (Da + Db)) / self.P  # (q, E): P - Q^2 / P without cancellation
-        self.chunk = max(1, int(CHUNK_BYTES // (8 * max(1, d * max(d, E)))))
+        gpu = device is not None and device.type != "cpu"
+        self.chunk = max(1, int((DEVICE_CHUNK_BYTES if gpu else CHUNK_BYTES) // (8 * max(1, d * max(d, E)))))
         self.keep = q * d * d * 8 <= FACTOR_BUDGET_BYTES
-        self.M_t = torch.from_numpy(ws.M)
+        self.M_t = self._tensor(ws.M)
         self.KR = KR
         self.factors: list[Any] = []
-        Psi = torch.zeros((E, E), dtype=torch.float64)
+        Psi = torch.zeros((E, E), dtype=torch.float64, device=device)
         MT = self.M_t.T  # (d, E)
         for s in range(0, q, self.chunk):
             c = min(self.chunk, q - s)
             L = self._factor(delta[s : s + c])
+            QP = self._tensor(self.QP[s : s + c])[:, None, :]  # (c, 1, E)
+            if device is None:
+                tic = time.perf_counter()
+                Sinv = torch.cholesky_inverse(L)  # (c, d, d), symmetric
+                self._tick("inverse", tic)
+                tic = time.perf_counter()
+                V = (Sinv.reshape(c * d, d) @ MT).view(c, d, E).mul_(QP)  # S_j^{-1} M' diag(QP_j), one GEMM
+                Y = (MT[None] * QP).reshape(c * d, E)  # M' diag(QP_j), stacked
+                Psi.addmm_(Y.T, V.view(c * d, E))
+                self._tick("schur", tic)
+                if self.keep:  # explicit inverses: the many later solves become batched mat-vecs
+                    self.factors.append(Sinv)
+                continue
             tic = time.perf_counter()
-            Sinv = torch.cholesky_inverse(L)  # (c, d, d), symmetric
+            eye = torch.eye(d, dtype=torch.float64, device=device).expand(c, d, d)
+            Linv = torch.linalg.solve_triangular(L, eye, upper=False)  # (c, d, d): L_j^{-1}
             self._tick("inverse", tic)
             tic = time.perf_counter()
-            QP = torch.from_numpy(self.QP[s : s + c])[:, None, :]  # (c, 1, E)
-            V = (Sinv.reshape(c * d, d) @ MT).view(c, d, E).mul_(QP)  # S_j^{-1} M' diag(QP_j), one GEMM
-            Y = (MT[None] * QP).reshape(c * d, E)  # M' diag(QP_j), stacked
-            Psi.addmm_(Y.T, V.view(c * d, E))
+            Z = (Linv @ (MT[None] * QP)).reshape(c * d, E)  # L_j^{-1} M' diag(QP_j), stacked
+            Psi.addmm_(Z.T, Z)  # sum_j Z_j' Z_j
             self._tick("schur", tic)
-            if self.keep:  # explicit inverses: the many later solves become batched mat-vecs
-                self.factors.append(Sinv)
-        Psi = Psi.numpy()
+            if self.keep:
+                self.factors.append(Linv)
+        Psi = Psi.cpu().numpy()
         Psi[np.diag_indices(E)] += (1.0 / self.P).sum(axis=0)
         self.delta = None if self.keep else delta
         # the spread rows' system: Phi = D_s^{-1} + T Psi T', T = [I; I_two]
@@ -351,7 +377,15 @@ class _NormalSolver:
 
         self.lu, self.lu_solve, self.m_s = lu_factor(K, check_finite=False), lu_solve, m_s
 
+    def _tensor(self, a: np.ndarray):
+        """``a`` as a float64 tensor: a view on the CPU (default path), a copy on the backend's device."""
+        if self.device is None:
+            return self.torch.from_numpy(np.ascontiguousarray(a))
+        return self.torch.as_tensor(a, dtype=self.torch.float64, device=self.device)
+
     def _tick(self, name: str, tic: float) -> None:
+        if self.device is not None and self.device.type == "cuda":  # kernels run asynchronously: wait for them
+            self.torch.cuda.synchronize(self.device)
         self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - tic
 
     def _factor(self, delta_chunk: np.ndarray):
@@ -359,10 +393,10 @@ class _NormalSolver:
         torch = self.torch
         tic = time.perf_counter()
         d = self.ws.sizes[0]
-        delta_t = torch.from_numpy(delta_chunk)
+        delta_t = self._tensor(delta_chunk)
         if self.KR is not None:  # one GEMM on the packed outer products, then the lower triangles filled in
             packed = delta_t @ self.KR.values  # (c, d (d + 1) / 2)
-            S = torch.zeros((len(delta_chunk), d, d), dtype=torch.float64)
+            S = torch.zeros((len(delta_chunk), d, d), dtype=torch.float64, device=self.device)
             S[:, self.KR.rows, self.KR.cols] = packed
         else:
             X = self.M_t[None, :, :] * delta_t.sqrt()[:, :, None]  # (c, E, d)
@@ -382,15 +416,27 @@ class _NormalSolver:
         torch = self.torch
         ws = self.ws
         rhs = rW - (self.QP * rU) @ ws.M  # (q, d)
-        a = np.empty_like(rhs)
         q = rhs.shape[0]
-        for i, s in enumerate(range(0, q, self.chunk)):
-            block = torch.from_numpy(rhs[s : s + self.chunk])[:, :, None]
-            if self.keep:
-                a[s : s + self.chunk] = (self.factors[i] @ block).squeeze(2).numpy()
-            else:
-                L = self._factor(self.delta[s : s + self.chunk])
-                a[s : s + self.chunk] = torch.cholesky_solve(block, L).squeeze(2).numpy()
+        if self.device is None:
+            a = np.empty_like(rhs)
+            for i, s in enumerate(range(0, q, self.chunk)):
+                block = torch.from_numpy(rhs[s : s + self.chunk])[:, :, None]
+                if self.keep:
+                    a[s : s + self.chunk] = (self.factors[i] @ block).squeeze(2).numpy()
+                else:
+                    L = self._factor(self.delta[s : s + self.chunk])
+                    a[s : s + self.chunk] = torch.cholesky_solve(block, L).squeeze(2).numpy()
+        else:  # one transfer each way; S_j^{-1} r = L_j^{-T} (L_j^{-1} r)
+            rhs_t = self._tensor(rhs)[:, :, None]
+            out = torch.empty_like(rhs_t)
+            for i, s in enumerate(range(0, q, self.chunk)):
+                block = rhs_t[s : s + self.chunk]
+                if self.keep:
+                    Linv = self.factors[i]
+                    out[s : s + self.chunk] = Linv.mT @ (Linv @ block)
+                else:
+                    out[s : s + self.chunk] = torch.cholesky_solve(block, self._factor(self.delta[s : s + self.chunk]))
+            a = out.squeeze(2).cpu().numpy()
         b = rU / self.P - self.QP * (a @ ws.M.T)
         return a, b
 
@@ -460,6 +506,7 @@ def solve_working_set(
     threads: int = 1,
     tol: float = IPM_TOL,
     probe: Any = None,
+    device: Any = None,
 ) -> tuple[_Point, float, dict[str, Any]]:
     """``max t`` on the working set by Mehrotra's predictor-corrector; returns ``(x, t, info)``.
 
@@ -468,7 +515,7 @@ def solve_working_set(
 
     ``probe(x, t) -> bool``, called at each iterate once the gap is below ``PROBE_GAP``: True stops the solve
     there (``info["probed"]``), for row generation to add the rows that iterate violates or to return a rule
-    certified optimal."""
+    certified optimal. ``device``: where the Newton step's heavy kernels run (:class:`_NormalSolver`)."""
     d, q, E = ws.sizes
     scale = max(1.0, np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0))
     eps = eps * scale
@@ -485,7 +532,7 @@ def solve_working_set(
     info: dict[str, Any] = {}
     timers: dict[str, float] = {}
     info["timers_s"] = timers
-    KR = packed_outer_products(ws.M)
+    KR = packed_outer_products(ws.M, device=device)
     best = None
     for it in range(1, MAX_IPM_ITERATIONS + 1):
         ATy = _AT(ws, y)
@@ -521,7 +568,7 @@ def solve_working_set(
         D_exact = {k: y[k] / s[k] for k in s}
         info["solve_residual"] = 0.0
         tic = time.perf_counter()
-        ns = _NormalSolver(ws, D_reg, eps, rho, KR, timers)
+        ns = _NormalSolver(ws, D_reg, eps, rho, KR, timers, device)
         timers["factor"] = timers.get("factor", 0.0) + time.perf_counter() - tic
         tic = time.perf_counter()
 
@@ -578,6 +625,36 @@ def _step(v: dict[str, np.ndarray], dv: dict[str, np.ndarray]) -> float:
 
 
 # --- public entry point ---------------------------------------------------------------------------------
+def backend_device(device: Any = "cpu") -> Any:
+    """The ``torch.device`` on which the Newton step's heavy kernels run, or None for the default path.
+
+    ``"cpu"`` (the string; the default): CPU torch kernels on the numpy arrays' memory. Any other torch device,
+    as a name ("cuda", "cuda:1") or a ``torch.device``, runs the torch backend of :class:`_NormalSolver` there;
+    ``torch.device("cpu")`` runs that backend on the CPU (how the tests check it without a GPU). Raises
+    ValueError, naming the fix, for a name torch does not know or a device it cannot use (no CUDA here,
+    a CUDA index beyond the devices, no float64), before any work."""
+    import torch
+
+    if isinstance(device, str) and device == "cpu":
+        return None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"rule device {device!r} is not a torch device ({err}); use 'cpu' or 'cuda' (or 'cuda:N')") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"rule device {device!r} asked for, but this torch ({torch.__version__}) sees no CUDA device (built "
+            "without CUDA, or no GPU visible): set method.rule_device=cpu, or run on a machine with a GPU"
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"rule device {device!r}: torch sees {torch.cuda.device_count()} CUDA device(s); use cuda:0..")
+    try:
+        torch.zeros(1, dtype=torch.float64, device=dev)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"rule device {device!r} cannot hold float64 tensors ({err}); use 'cpu' or 'cuda'") from None
+    return dev
+
+
 def solve_robust_lp_reduced(
     family: JointlyLinearFamily,
     weights: np.ndarray,
@@ -585,11 +662,14 @@ def solve_robust_lp_reduced(
     max_rounds: int = 30,
     regularization: float = REGULARIZATION,
     seed_rows: np.ndarray | None = None,
+    device: Any = "cpu",
 ) -> RuleSolution:
     """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
     on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
     every row (float64, chunked). ``seed_rows``: inequality rows to start the row generation with (e.g. the
     ``info["working_set_rows"]`` of the same constraints with aggregated inputs), beside the usual seed.
+    ``device``: where the Newton step's heavy kernels run (:func:`backend_device`: "cpu", the default, or
+    "cuda"); the elimination, the row generation and the verification stay on the CPU, in float64 everywhere.
     Raises ``RuntimeError`` when the interior point fails and
     :class:`~hardlinear.layers.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
     import torch
@@ -597,6 +677,7 @@ def solve_robust_lp_reduced(
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (family.m_ineq,) or np.any(weights <= 0):
         raise ValueError(f"weights must be ({family.m_ineq},) and positive")
+    dev = backend_device(device)
     t0 = time.perf_counter()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
@@ -606,25 +687,27 @@ def solve_robust_lp_reduced(
 
     with threadpool_limits(limits=max(1, threads)):
         try:
-            return _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows)
+            sol = _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows, device=dev)
+            sol.info["device"] = "cpu" if dev is None else ("torch-cpu" if dev.type == "cpu" else str(dev))
+            return sol
         finally:
             torch.set_num_threads(previous_threads)
 
 
 def solve_with_coarse_seed(
     family: JointlyLinearFamily, coarse: JointlyLinearFamily | None, weights: np.ndarray, threads: int = 1,
-    min_inputs: int = COARSE_SEED_MIN_INPUTS,
+    min_inputs: int = COARSE_SEED_MIN_INPUTS, device: Any = "cpu",
 ) -> RuleSolution:
     """:func:`solve_robust_lp_reduced` on ``family``, its row generation seeded with the final working set of
     the rule for ``coarse`` (the same rows with aggregated inputs, e.g. loads by area; skipped when None, not
     coarser, or ``family`` has fewer than ``min_inputs`` inputs, where the first round is cheap anyway).
     ``info["coarse_seed"]`` records the coarse solve (inputs, rows, time, margin)."""
     if coarse is None or coarse.k >= family.k or coarse.m_ineq != family.m_ineq or family.k < min_inputs:
-        return solve_robust_lp_reduced(family, weights, threads=threads)
+        return solve_robust_lp_reduced(family, weights, threads=threads, device=device)
     t0 = time.perf_counter()
-    pre = solve_robust_lp_reduced(coarse, weights, threads=threads)
+    pre = solve_robust_lp_reduced(coarse, weights, threads=threads, device=device)
     rows = np.asarray(pre.info.get("working_set_rows", []), dtype=int)
-    sol = solve_robust_lp_reduced(family, weights, threads=threads, seed_rows=rows)
+    sol = solve_robust_lp_reduced(family, weights, threads=threads, seed_rows=rows, device=device)
     sol.info["coarse_seed"] = {"inputs": int(coarse.k), "rows": int(len(rows)), "t_star": pre.t_star, "time_s": pre.solve_time_s}
     sol.solve_time_s = time.perf_counter() - t0
     return sol
@@ -632,7 +715,7 @@ def solve_with_coarse_seed(
 
 def _solve(
     family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float,
-    seed_rows: np.ndarray | None = None,
+    seed_rows: np.ndarray | None = None, device: Any = None,
 ) -> RuleSolution:
     """The body of :func:`solve_robust_lp_reduced`, inside its thread limits."""
     sr = reduce_sparse(family, weights)
@@ -646,7 +729,7 @@ def _solve(
     W = np.zeros((d, q + 1))
     status = "determined"
     if E and d:
-        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows)
+        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows, device=device)
         info["working_set_rows"] = rows_of_expressions(red, S).tolist()
         status = "Solved"
     if sr.solve_normal is None:
@@ -696,6 +779,7 @@ def _polished(red: _Reduced, W: np.ndarray, margins: np.ndarray) -> np.ndarray:
 
 def _rounds(
     red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], seed_rows: np.ndarray | None = None,
+    device: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row generation around :func:`solve_working_set`; returns ``(W: (d, q + 1), the final working set)``.
 
@@ -750,7 +834,7 @@ def _rounds(
                         return True
             return False
 
-        x, t_ws, ipm = solve_working_set(ws, regularization, threads, probe=probe)
+        x, t_ws, ipm = solve_working_set(ws, regularization, threads, probe=probe, device=device)
         ipm_total += ipm["ipm_iterations"]
         for key in ("block_solves", "regularised_steps"):
             info[key] = info.get(key, 0) + ipm.get(key, 0)

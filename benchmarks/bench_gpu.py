@@ -14,7 +14,8 @@ cuBLAS/cuSOLVER handles are started before the clock (``cuda_init_s``). A proces
 (seeded; the default MLP, 256 x 2 with batch norm, float32), its rule by ``rule_solver=reduced`` on
 ``--rule-device`` (cached in ``--cache-dir``: the first run solves it, later ones load it), fused inference
 (:mod:`hardlinear.layers.fused`) timed per device and output dtype (``layer_dtype`` float64, the default, and
-float32): the median latency of ``--instances`` calls at batch 1 and the median time of ``--repeats`` calls at
+float32, which ``Proposed`` turns into float64 where the rule's margin is below float32's rounding: then
+``layer_dtype_asked`` says float32 and ``layer_dtype`` float64; one set-up per process): the median latency of ``--instances`` calls at batch 1 and the median time of ``--repeats`` calls at
 each larger batch (throughput = batch / time), inputs already on the device. Timing does not depend on the
 weights' values except through how many rows the blend moves (``alpha > 0``: those rows compute the safe
 output too); an untrained network moves nearly every row, the fused path's slowest case (``moved`` column).
@@ -72,7 +73,7 @@ RULE_COLUMNS = [
     "kernel_inverse_s", "kernel_schur_s", "factor_s", "directions_s", "block_solves", "error",
 ]  # fmt: skip
 FUSED_COLUMNS = [
-    "case", "form", "n", "k", "device", "device_name", "threads", "layer_dtype", "net_dtype", "fused", "batch_size",
+    "case", "form", "n", "k", "device", "device_name", "threads", "layer_dtype_asked", "layer_dtype", "net_dtype", "fused", "batch_size",
     "calls", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_rss_mb",
     "peak_gpu_mb", "setup_s", "rule_device", "rule_time_s", "rule_cached", "t_star", "status", "error",
 ]  # fmt: skip
@@ -259,35 +260,41 @@ def _rule_line(row: dict[str, Any]) -> str:
 
 # --- (b) the fused layer, one process per device ---------------------------------------------------------------
 def fused_child(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from hardlinear.methods.base import Context
+    """The proposed method set up once (its rule solved or loaded, the projection factorised), then timed for
+    each output dtype: ``layer_dtype`` switched as ``Proposed.setup`` would set it (float32 falls back to
+    float64, with a warning, where the rule's margin is below float32's rounding: ``layer_dtype`` is then
+    float64 and ``layer_dtype_asked`` float32)."""
+    from hardlinear.layers.rule_checks import output_dtype_for
+    from hardlinear.methods.base import DTYPES, Context
     from hardlinear.methods.proposed import Proposed
 
     torch.set_num_threads(args.threads)
     device = args.device
     _start_cuda(device)
     problem = build(args.case, args.form)
-    family = problem.family
     ctx = Context(cache_dir=args.cache_dir, device=device, dtype=torch.float32, seed=args.seed, progress=False)
     gen = torch.Generator().manual_seed(args.seed + 1)
     xi_cpu = problem.sample(max(max(args.batch_sizes), args.instances), generator=gen).to(torch.float32)
+    torch.manual_seed(args.seed)  # the task network's initialisation (the harness seeds it the same way)
+    method = Proposed(rule_solver="reduced", rule_device=args.rule_device, out_of_domain="count")
+    t0 = time.perf_counter()
+    method.setup(problem, ctx)
+    setup_s = time.perf_counter() - t0
+    method.eval()
+    rule_info = method.rule.info
     rows = []
     for dtype in args.dtypes:
-        torch.manual_seed(args.seed)  # the task network's initialisation (the harness seeds it the same way)
-        method = Proposed(rule_solver="reduced", rule_device=args.rule_device, layer_dtype=dtype, out_of_domain="count")
-        t0 = time.perf_counter()
-        method.setup(problem, ctx)
-        setup_s = time.perf_counter() - t0
-        method.eval()
-        rule_info = method.rule.info
+        method.layer_dtype = output_dtype_for(problem, method.rule, DTYPES[dtype], method.name)
         with torch.no_grad():
-            module = method.fused_module()
+            module = method.fused_module()  # rebuilt for the new dtype (its cache key holds layer_dtype)
             base = {
                 **_identity(args.case, args.form, problem), "device": device, "device_name": _device_name(device),
-                "threads": args.threads, "layer_dtype": dtype, "net_dtype": "float32", "fused": bool(getattr(module, "fused", False)),
-                "setup_s": setup_s, "rule_device": rule_info.get("device", args.rule_device), "t_star": method.t_star,
+                "threads": args.threads, "layer_dtype_asked": dtype, "layer_dtype": str(method.layer_dtype).removeprefix("torch."),
+                "net_dtype": "float32", "fused": bool(getattr(module, "fused", False)), "setup_s": setup_s,
+                "rule_device": rule_info.get("device", args.rule_device), "t_star": method.t_star,
                 "rule_time_s": rule_info.get("solve_time_s"), "rule_cached": rule_info.get("cached"),
             }
-            rows += [{**base, **row} for row in time_fused(module, family, xi_cpu, device, args)]
+            rows += [{**base, **row} for row in time_fused(module, problem.family, xi_cpu, device, args)]
     return rows
 
 
@@ -375,7 +382,7 @@ def markdown(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 RULE_SUMMARY = ["case", "inputs", "device", "threads", "status", "t_star", "t_star_rel_diff", "solve_time_s", "newton_steps", "rounds", "peak_rss_mb", "peak_gpu_mb"]
-FUSED_SUMMARY = ["device", "threads", "layer_dtype", "fused", "batch_size", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_gpu_mb"]
+FUSED_SUMMARY = ["device", "threads", "layer_dtype_asked", "layer_dtype", "fused", "batch_size", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_gpu_mb"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,8 @@ working set and the time in dense kernels:
    sparse LDL' of the assembled LP (Clarabel) fills in the same dense blocks with scalar kernels, and its memory
    grows with ``E q d`` nonzeros; here memory is ``O(E q + q d^2)`` (the per-input inverses are kept for the solves of
    each step when they fit in ``FACTOR_BUDGET_BYTES``, recomputed otherwise) and the time is
-   ``O(q (E d^2 + E^2 d + d^3))`` per step, in chunks of inputs.
+   ``O(q (E d^2 + E^2 d + d^3))`` per step, in chunks of inputs. ``device="cuda"`` runs these kernels and the
+   block solves on a GPU (:class:`_NormalSolver`'s torch backend; ``benchmarks/bench_gpu.py`` times it).
 4. **Independent verification** of the rule (:func:`verified_row_margins_chunked`): the worst slack over the box of
    every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
 
@@ -105,6 +106,11 @@ FACTOR_BUDGET_BYTES = 1.5e9
 # GPU, where small batches leave it idle; the temporaries of one chunk are ~5x this).
 CHUNK_BYTES = 64e6
 DEVICE_CHUNK_BYTES = 512e6
+# On a GPU the kept factors and the packed outer products may use these shares of its free memory instead of
+# FACTOR_BUDGET_BYTES and PACKED_BYTES, when larger (recomputing the factors in every block solve is what a
+# small budget costs).
+DEVICE_FACTOR_SHARE = 0.5
+DEVICE_PACKED_SHARE = 0.2
 # The working set's packed outer products (E d^2 / 2 float64) are kept up to this size; beyond it the blocks are
 # formed as batched X' X products.
 PACKED_BYTES = 512e6
@@ -291,6 +297,15 @@ def packed_outer_products(M: np.ndarray, budget_bytes: float = PACKED_BYTES, dev
     return PackedOuterProducts(M_t[:, rows] * M_t[:, cols], rows, cols)
 
 
+def device_budget(device: Any, default: float, share: float) -> float:
+    """Bytes a cached array may take: ``default``, or on a CUDA device ``share`` of its free memory if larger."""
+    if device is None or device.type != "cuda":
+        return default
+    import torch
+
+    return max(default, share * torch.cuda.mem_get_info(device)[0])
+
+
 class _NormalSolver:
     """Solves ``(A' D A + eps I_W) dx = r`` for one ``D`` by block elimination (see the module docstring).
 
@@ -301,11 +316,13 @@ class _NormalSolver:
     the stacked inverses.
 
     ``device``: None (the default path) runs these kernels as CPU torch ops on the numpy arrays' memory; a
-    ``torch.device`` runs them there (the torch backend: the per-input data is copied over once per Newton step,
-    each block solve sends and fetches ``q x d`` numbers, the spread rows' ``E x E`` system comes back to the
-    host). The backend forms ``S_j^{-1}`` as ``L_j^{-T} L_j^{-1}`` by batched triangular solves and GEMMs (no
-    batched ``cholesky_inverse``, which CUDA lacks a batched kernel for) and keeps ``L_j^{-1}``; on a GPU it
-    takes chunks of ``DEVICE_CHUNK_BYTES``."""
+    ``torch.device`` runs them there (the torch backend): the per-input scalings ``(q, E)`` are sent once per
+    Newton step, each block solve sends ``(rW, rU)`` and fetches ``(a, b)`` (its two ``(q, E) x (E, d)`` products
+    run there too), and the spread rows' ``E x E`` Schur complement comes back for the host's LU. The backend
+    keeps ``L_j^{-1}`` (a batched triangular solve) instead of ``S_j^{-1}`` and forms ``Psi`` as
+    ``sum_j Z_j' Z_j`` with ``Z_j = L_j^{-1} M' diag(QP_j)``: batched triangular solves and GEMMs only, float64
+    throughout; on a GPU it takes chunks of ``DEVICE_CHUNK_BYTES`` and may keep larger factors
+    (:func:`device_budget`)."""
 
     def __init__(
         self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, KR: Any = None,
@@ -322,16 +339,18 @@ class _NormalSolver:
         delta = (4.0 * Da * Db + rho * (Da + Db)) / self.P  # (q, E): P - Q^2 / P without cancellation
         gpu = device is not None and device.type != "cpu"
         self.chunk = max(1, int((DEVICE_CHUNK_BYTES if gpu else CHUNK_BYTES) // (8 * max(1, d * max(d, E)))))
-        self.keep = q * d * d * 8 <= FACTOR_BUDGET_BYTES
+        self.keep = q * d * d * 8 <= device_budget(device, FACTOR_BUDGET_BYTES, DEVICE_FACTOR_SHARE)
         self.M_t = self._tensor(ws.M)
         self.KR = KR
         self.factors: list[Any] = []
         Psi = torch.zeros((E, E), dtype=torch.float64, device=device)
         MT = self.M_t.T  # (d, E)
+        if device is not None:  # the block solves' per-input scalings, sent once per Newton step
+            self.QP_t, self.P_t = self._tensor(self.QP), self._tensor(self.P)
         for s in range(0, q, self.chunk):
             c = min(self.chunk, q - s)
             L = self._factor(delta[s : s + c])
-            QP = self._tensor(self.QP[s : s + c])[:, None, :]  # (c, 1, E)
+            QP = (self._tensor(self.QP[s : s + c]) if device is None else self.QP_t[s : s + c])[:, None, :]  # (c, 1, E)
             if device is None:
                 tic = time.perf_counter()
                 Sinv = torch.cholesky_inverse(L)  # (c, d, d), symmetric
@@ -381,7 +400,7 @@ class _NormalSolver:
         """``a`` as a float64 tensor: a view on the CPU (default path), a copy on the backend's device."""
         if self.device is None:
             return self.torch.from_numpy(np.ascontiguousarray(a))
-        return self.torch.as_tensor(a, dtype=self.torch.float64, device=self.device)
+        return self.torch.as_tensor(np.ascontiguousarray(a), dtype=self.torch.float64, device=self.device)
 
     def _tick(self, name: str, tic: float) -> None:
         if self.device is not None and self.device.type == "cuda":  # kernels run asynchronously: wait for them
@@ -415,30 +434,38 @@ class _NormalSolver:
         """``K_j^{-1} (rW_j, rU_j)`` for all inputs: ``a = S_W^{-1} (rW - M' (Q/P) rU)``, ``b = (rU - Q M a) / P``."""
         torch = self.torch
         ws = self.ws
+        if self.device is not None:
+            return self._block_solve_on_device(rW, rU)
         rhs = rW - (self.QP * rU) @ ws.M  # (q, d)
         q = rhs.shape[0]
-        if self.device is None:
-            a = np.empty_like(rhs)
-            for i, s in enumerate(range(0, q, self.chunk)):
-                block = torch.from_numpy(rhs[s : s + self.chunk])[:, :, None]
-                if self.keep:
-                    a[s : s + self.chunk] = (self.factors[i] @ block).squeeze(2).numpy()
-                else:
-                    L = self._factor(self.delta[s : s + self.chunk])
-                    a[s : s + self.chunk] = torch.cholesky_solve(block, L).squeeze(2).numpy()
-        else:  # one transfer each way; S_j^{-1} r = L_j^{-T} (L_j^{-1} r)
-            rhs_t = self._tensor(rhs)[:, :, None]
-            out = torch.empty_like(rhs_t)
-            for i, s in enumerate(range(0, q, self.chunk)):
-                block = rhs_t[s : s + self.chunk]
-                if self.keep:
-                    Linv = self.factors[i]
-                    out[s : s + self.chunk] = Linv.mT @ (Linv @ block)
-                else:
-                    out[s : s + self.chunk] = torch.cholesky_solve(block, self._factor(self.delta[s : s + self.chunk]))
-            a = out.squeeze(2).cpu().numpy()
+        a = np.empty_like(rhs)
+        for i, s in enumerate(range(0, q, self.chunk)):
+            block = torch.from_numpy(rhs[s : s + self.chunk])[:, :, None]
+            if self.keep:
+                a[s : s + self.chunk] = (self.factors[i] @ block).squeeze(2).numpy()
+            else:
+                L = self._factor(self.delta[s : s + self.chunk])
+                a[s : s + self.chunk] = torch.cholesky_solve(block, L).squeeze(2).numpy()
         b = rU / self.P - self.QP * (a @ ws.M.T)
         return a, b
+
+    def _block_solve_on_device(self, rW: np.ndarray, rU: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_block_solve` on the backend's device: ``(rW, rU)`` sent, ``(a, b)`` fetched, the rest there
+        (``S_j^{-1} r = L_j^{-T} (L_j^{-1} r)`` with the kept ``L_j^{-1}``, or a Cholesky solve)."""
+        torch = self.torch
+        rU_t = self._tensor(rU)
+        rhs = (self._tensor(rW) - (self.QP_t * rU_t) @ self.M_t)[:, :, None]  # (q, d, 1)
+        a = torch.empty_like(rhs)
+        for i, s in enumerate(range(0, rhs.shape[0], self.chunk)):
+            block = rhs[s : s + self.chunk]
+            if self.keep:
+                Linv = self.factors[i]
+                a[s : s + self.chunk] = Linv.mT @ (Linv @ block)
+            else:
+                a[s : s + self.chunk] = torch.cholesky_solve(block, self._factor(self.delta[s : s + self.chunk]))
+        a = a.squeeze(2)
+        b = rU_t / self.P_t - self.QP_t * (a @ self.M_t.T)
+        return a.cpu().numpy(), b.cpu().numpy()
 
     def solve(self, r: _Point) -> _Point:
         d = self.ws.sizes[0]
@@ -532,7 +559,7 @@ def solve_working_set(
     info: dict[str, Any] = {}
     timers: dict[str, float] = {}
     info["timers_s"] = timers
-    KR = packed_outer_products(ws.M, device=device)
+    KR = packed_outer_products(ws.M, device_budget(device, PACKED_BYTES, DEVICE_PACKED_SHARE), device)
     best = None
     for it in range(1, MAX_IPM_ITERATIONS + 1):
         ATy = _AT(ws, y)

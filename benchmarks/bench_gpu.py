@@ -210,12 +210,15 @@ def _child_env(threads: int) -> dict[str, str]:
     return {**os.environ, **{k: str(threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
 
 
-def _run_child(args: argparse.Namespace, kind: str, extra: list[str], threads: int, timeout: float) -> dict[str, Any]:
-    """Run this script as ``--child kind`` in a fresh process; its result row, or an error / timeout row."""
+def _run_child(
+    args: argparse.Namespace, kind: str, extra: list[str], threads: int, timeout: float, pool_threads: int | None = None
+) -> dict[str, Any]:
+    """Run this script as ``--child kind`` with ``threads`` in a fresh process (native pools sized to
+    ``pool_threads``, default ``threads``); its result row, or an error / timeout row."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--out-dir", args.out_dir, "--form", args.form,
            "--threads", str(threads), *extra]  # fmt: skip
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_child_env(threads))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_child_env(pool_threads or threads))
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "error": f"stopped after {timeout:.0f} s (--timeout)"}
     results = [json.loads(line[len(RESULT_TAG) :]) for line in proc.stdout.splitlines() if line.startswith(RESULT_TAG)]
@@ -268,7 +271,7 @@ def fused_child(args: argparse.Namespace) -> list[dict[str, Any]]:
     from hardlinear.methods.base import DTYPES, Context
     from hardlinear.methods.proposed import Proposed
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(os.cpu_count() or 1)  # the set-up (rule, projection) is not what is timed: every core
     device = args.device
     _start_cuda(device)
     problem = build(args.case, args.form)
@@ -282,6 +285,7 @@ def fused_child(args: argparse.Namespace) -> list[dict[str, Any]]:
     setup_s = time.perf_counter() - t0
     method.eval()
     rule_info = method.rule.info
+    torch.set_num_threads(args.threads)
     rows = []
     for dtype in args.dtypes:
         method.layer_dtype = output_dtype_for(problem, method.rule, DTYPES[dtype], method.name)
@@ -336,7 +340,7 @@ def run_fused(args: argparse.Namespace) -> list[dict[str, Any]]:
         extra = ["--case", args.fused_case, "--device", device, "--rule-device", args.rule_device, "--cache-dir", args.cache_dir,
                  "--dtypes", *args.dtypes, "--batch-sizes", *map(str, args.batch_sizes), "--instances", str(args.instances),
                  "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--seed", str(args.seed)]  # fmt: skip
-        result = _run_child(args, "fused", extra, threads, args.timeout)
+        result = _run_child(args, "fused", extra, threads, args.timeout, pool_threads=os.cpu_count() or 1)
         if isinstance(result, list):
             rows += result
         else:

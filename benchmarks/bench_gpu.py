@@ -1,7 +1,7 @@
 """CPU against CUDA (issue 20, item 5): the reduced rule solver and the fused inference layer.
 
-**(a) Rule** (``gpu_rule.csv``): for every case and every run (``cuda`` with ``--cuda-threads`` host threads,
-``cpu`` with each of ``--cpu-threads``), one fresh process builds the problem (not timed) and solves its
+**(a) Rule** (``gpu_rule.csv``): for every case and every run (``cuda`` with each of ``--cuda-threads`` host
+threads, ``cpu`` with each of ``--cpu-threads``), one fresh process builds the problem (not timed) and solves its
 margin rule with :func:`hardlinear.layers.robust_lp_reduced.solve_robust_lp_reduced` (``device="cuda"``: the torch
 backend of the Newton step's kernels; ``"cpu"``: the default path). Per row: the verified ``t*``, its relative
 difference from the case's first CPU row (the two paths solve the same LP; expected ~1e-8 or below), the solve
@@ -13,7 +13,7 @@ cuBLAS/cuSOLVER handles are started before the clock (``cuda_init_s``). A proces
 **(b) Fused** (``gpu_fused.csv``): the proposed method at ``--fused-case`` with a random (untrained) task network
 (seeded; the default MLP, 256 x 2 with batch norm, float32), its rule by ``rule_solver=reduced`` on
 ``--rule-device`` (cached in ``--cache-dir``: the first run solves it, later ones load it), fused inference
-(:mod:`hardlinear.layers.fused`) timed per device and output dtype (``layer_dtype`` float64, the default, and
+(:mod:`hardlinear.layers.fused`) timed per device (CUDA with the first ``--cuda-threads``; one process each) and output dtype (``layer_dtype`` float64, the default, and
 float32, which ``Proposed`` turns into float64 where the rule's margin is below float32's rounding: then
 ``layer_dtype_asked`` says float32 and ``layer_dtype`` float64; one set-up per process): the median latency of ``--instances`` calls at batch 1 and the median time of ``--repeats`` calls at
 each larger batch (throughput = batch / time), inputs already on the device. Timing does not depend on the
@@ -91,9 +91,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--form", choices=("inequality", "standard"), default="inequality")
     p.add_argument("--devices", nargs="+", choices=("cuda", "cpu"), default=None, help="default: cuda (if present) then cpu")
     p.add_argument("--cpu-threads", type=int, nargs="+", default=[1], help="one CPU run per value")
-    p.add_argument("--cuda-threads", type=int, default=1, help="host threads of the CUDA runs (their CPU-side work)")
+    p.add_argument("--cuda-threads", type=int, nargs="+", default=[1], help="one CUDA run per value: host threads (the CPU-side work)")
     p.add_argument("--timeout", type=float, default=480.0, help="seconds per rule process")
-    p.add_argument("--budget", type=float, default=float("inf"), help="seconds for all rule rows; the rest are skipped")
+    p.add_argument("--budget", type=float, default=float("inf"), help="seconds for each part's processes; the rest are skipped")
     p.add_argument("--fused-case", default=None)
     p.add_argument("--rule-device", default=None, help="where the fused part's rule is solved; default cuda if present")
     p.add_argument("--dtypes", nargs="+", choices=("float64", "float32"), default=["float64", "float32"], help="layer_dtype")
@@ -124,7 +124,7 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
         args.rule_device = "cuda" if cuda else "cpu"
     if args.rule_device != "cpu" and not cuda:
         raise SystemExit("--rule-device cuda asked for, but torch sees no CUDA device here: use --rule-device cpu")
-    if min(args.cpu_threads + [args.cuda_threads]) < 1 or min(args.batch_sizes) < 1 or args.instances < 1 or args.repeats < 1:
+    if min(args.cpu_threads + args.cuda_threads) < 1 or min(args.batch_sizes) < 1 or args.instances < 1 or args.repeats < 1:
         raise SystemExit("threads, batch sizes, --instances and --repeats must be >= 1")
     for case in {*args.cases, args.fused_case}:
         check_case(case)
@@ -252,8 +252,13 @@ def _run_child(
     return results[-1]
 
 
+def _runs(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(device, threads) of every run, CUDA first."""
+    return [("cuda", t) for t in args.cuda_threads if "cuda" in args.devices] + [("cpu", t) for t in args.cpu_threads if "cpu" in args.devices]
+
+
 def run_rule(args: argparse.Namespace) -> list[dict[str, Any]]:
-    runs = [("cuda", args.cuda_threads)] * ("cuda" in args.devices) + [("cpu", t) for t in args.cpu_threads] * ("cpu" in args.devices)
+    runs = _runs(args)
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     for case in args.cases:
@@ -358,13 +363,20 @@ def time_fused(module, family, xi_cpu: torch.Tensor, device: str, args: argparse
 
 def run_fused(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    runs = [("cuda", args.cuda_threads)] * ("cuda" in args.devices) + [("cpu", t) for t in args.cpu_threads] * ("cpu" in args.devices)
+    cuda = [run for run in _runs(args) if run[0] == "cuda"][:1]  # the host threads barely matter to the GPU's timing
+    runs = cuda + [run for run in _runs(args) if run[0] == "cpu"]
+    start = time.perf_counter()
     for device, threads in runs:
+        left = args.budget - (time.perf_counter() - start)
+        if left <= 0:
+            rows.append({"case": args.fused_case, "form": args.form, "device": device, "threads": threads, "status": "skipped",
+                         "error": f"--budget {args.budget:.0f} s spent"})  # fmt: skip
+            continue
         common.log(f"[bench_gpu] fused {args.fused_case} ({args.form}) on {device}, {threads} thread(s) ...")
         extra = ["--case", args.fused_case, "--device", device, "--rule-device", args.rule_device, "--cache-dir", args.cache_dir,
                  "--dtypes", *args.dtypes, "--batch-sizes", *map(str, args.batch_sizes), "--instances", str(args.instances),
                  "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--seed", str(args.seed)]  # fmt: skip
-        result = _run_child(args, "fused", extra, threads, args.timeout, pool_threads=os.cpu_count() or 1)
+        result = _run_child(args, "fused", extra, threads, min(args.timeout, left), pool_threads=os.cpu_count() or 1)
         if isinstance(result, list):
             rows += result
         else:

@@ -43,6 +43,16 @@ def test_torch_backend_on_cpu_reaches_the_default_paths_margin(name, form):
     assert backend.t_star == pytest.approx(verified_row_margins(backend.F, compact.H, compact.B_ineq, compact.box, w).min(), abs=1e-14)
 
 
+@pytest.mark.skipif(NO_CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_30", "dcopf_57"])
+def test_cuda_backend_reaches_the_default_paths_margin(name):
+    problem = build_problem(name)
+    w = row_weights(problem.compact.H, "standard")
+    cuda = solve_robust_lp_reduced(problem.compact, w, device="cuda")
+    assert cuda.info["device"].startswith("cuda")
+    assert cuda.t_star == pytest.approx(solve_robust_lp_reduced(problem.compact, w).t_star, rel=T_BACKEND)
+
+
 def _random_system(E: int = 12, d: int = 5, q: int = 7):
     rng = np.random.default_rng(3)
     ws = _WorkingSet(

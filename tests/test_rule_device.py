@@ -81,6 +81,12 @@ def test_torch_backend_solves_the_newton_system_like_the_default_path(monkeypatc
     a, b = default.solve(r), backend.solve(r)
     for x, y in ((a.W0, b.W0), (a.t, b.t), (a.W, b.W), (a.U, b.U)):
         np.testing.assert_allclose(y, x, rtol=1e-9, atol=1e-11)
+    # conjugate gradients on the exact system (another D), every iteration on the backend's device
+    D_exact = {k: v * 1.5 for k, v in D.items()}
+    (a, rel_a, n_a), (b, rel_b, n_b) = default.pcg(D_exact, r, 1e-9, 1e-8, 20), backend.pcg(D_exact, r, 1e-9, 1e-8, 20)
+    assert isinstance(b.W, np.ndarray) and max(rel_a, rel_b) <= 1e-10 and abs(n_a - n_b) <= 1
+    for x, y in ((a.W0, b.W0), (a.t, b.t), (a.W, b.W), (a.U, b.U)):
+        np.testing.assert_allclose(y, x, rtol=1e-8, atol=1e-10)
 
 
 def test_a_rule_device_that_cannot_be_used_fails_naming_the_fix():

@@ -256,7 +256,7 @@ def _slacks(ws: _WorkingSet, x: _Point) -> dict[str, np.ndarray]:
 
 def _AT(ws: _WorkingSet, y: dict[str, np.ndarray]) -> _Point:
     """``A' y`` in the primal layout."""
-    ylo = np.zeros(len(ws.w))
+    ylo = np.zeros_like(y["up"]) if isinstance(y["up"], np.ndarray) else y["up"].new_zeros(y["up"].shape)  # or a tensor
     ylo[ws.two] = y["lo"]
     return _Point(
         ws.M.T @ (y["up"] - ylo),
@@ -434,8 +434,6 @@ class _NormalSolver:
         """``K_j^{-1} (rW_j, rU_j)`` for all inputs: ``a = S_W^{-1} (rW - M' (Q/P) rU)``, ``b = (rU - Q M a) / P``."""
         torch = self.torch
         ws = self.ws
-        if self.device is not None:
-            return self._block_solve_on_device(rW, rU)
         rhs = rW - (self.QP * rU) @ ws.M  # (q, d)
         q = rhs.shape[0]
         a = np.empty_like(rhs)
@@ -449,12 +447,11 @@ class _NormalSolver:
         b = rU / self.P - self.QP * (a @ ws.M.T)
         return a, b
 
-    def _block_solve_on_device(self, rW: np.ndarray, rU: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_block_solve` on the backend's device: ``(rW, rU)`` sent, ``(a, b)`` fetched, the rest there
-        (``S_j^{-1} r = L_j^{-T} (L_j^{-1} r)`` with the kept ``L_j^{-1}``, or a Cholesky solve)."""
+    def _block_solve_t(self, rW, rU):
+        """:meth:`_block_solve` on the backend's device, for tensors there: ``S_j^{-1} r = L_j^{-T} (L_j^{-1} r)``
+        with the kept ``L_j^{-1}`` (or a Cholesky solve on recomputed factors)."""
         torch = self.torch
-        rU_t = self._tensor(rU)
-        rhs = (self._tensor(rW) - (self.QP_t * rU_t) @ self.M_t)[:, :, None]  # (q, d, 1)
+        rhs = (rW - (self.QP_t * rU) @ self.M_t)[:, :, None]  # (q, d, 1)
         a = torch.empty_like(rhs)
         for i, s in enumerate(range(0, rhs.shape[0], self.chunk)):
             block = rhs[s : s + self.chunk]
@@ -464,10 +461,12 @@ class _NormalSolver:
             else:
                 a[s : s + self.chunk] = torch.cholesky_solve(block, self._factor(self.delta[s : s + self.chunk]))
         a = a.squeeze(2)
-        b = rU_t / self.P_t - self.QP_t * (a @ self.M_t.T)
-        return a.cpu().numpy(), b.cpu().numpy()
+        return a, rU / self.P_t - self.QP_t * (a @ self.M_t.T)
 
     def solve(self, r: _Point) -> _Point:
+        """The preconditioner: this factorisation's solution of the regularised system for ``r`` (numpy)."""
+        if self.device is not None:
+            return self._from_device(self._solve_t(self._to_device(r)))
         d = self.ws.sizes[0]
         aW, bU = self._block_solve(r.W, r.U)
         rho = bU.sum(axis=0)[self.T_idx]
@@ -477,6 +476,44 @@ class _NormalSolver:
         np.add.at(tv, self.T_idx, v)
         aW2, bU2 = self._block_solve(np.zeros_like(r.W), np.broadcast_to(tv, r.U.shape))
         return _Point(dg[:d], float(dg[d]), aW - aW2, bU - bU2)
+
+    def _solve_t(self, r: _Point) -> _Point:
+        """:meth:`solve` for a point of tensors on the backend's device; only the spread rows' system (``m_s + d +
+        1`` numbers each way) goes through the host's LU."""
+        torch = self.torch
+        d, _, E = self.ws.sizes
+        if not hasattr(self, "T_idx_t"):
+            self.T_idx_t = torch.as_tensor(self.T_idx, device=self.device)
+        aW, bU = self._block_solve_t(r.W, r.U)
+        rho = bU.sum(dim=0)[self.T_idx_t]
+        host = torch.cat([rho, r.W0, rho.new_tensor([r.t])]).cpu().numpy()
+        sol = self.lu_solve(self.lu, host, check_finite=False)
+        v, dg = self._tensor(sol[: self.m_s]), sol[self.m_s :]
+        tv = torch.zeros(E, dtype=torch.float64, device=self.device).index_add_(0, self.T_idx_t, v)
+        aW2, bU2 = self._block_solve_t(torch.zeros_like(r.W), tv.expand(r.U.shape))
+        return _Point(self._tensor(dg[:d]), float(dg[d]), aW - aW2, bU - bU2)
+
+    def pcg(self, D: dict[str, np.ndarray], rhs: _Point, eps: float, rho: float, max_iter: int) -> tuple[_Point, float, int]:
+        """:func:`_pcg` on the exact system ``(A' D A + eps I_W + rho I) dx = rhs`` preconditioned by this
+        factorisation; with a device, every iteration runs there (``rhs`` sent, ``dx`` fetched once)."""
+        if self.device is None:
+            return _pcg(lambda v: _normal_apply(self.ws, D, eps, rho, v), self.solve, rhs, max_iter=max_iter)
+        if getattr(self, "_ws_t", None) is None:
+            ws = self.ws
+            self._ws_t = _WorkingSet(self.M_t, *(self._tensor(a) for a in (ws.C, ws.R_up, ws.R_lo, ws.w)), self.torch.as_tensor(ws.two, device=self.device))
+        cached = getattr(self, "_D_t", None)
+        if cached is None or cached[0] is not D:  # the step's D_exact, then (rarely) D_reg
+            self._D_t = (D, {k: self._tensor(v) for k, v in D.items()})
+        ws_t, D_t = self._ws_t, self._D_t[1]
+        x, rel, solves = _pcg(lambda v: _normal_apply(ws_t, D_t, eps, rho, v), self._solve_t, self._to_device(rhs), max_iter=max_iter)
+        return self._from_device(x), rel, solves
+
+    def _to_device(self, p: _Point) -> _Point:
+        return _Point(self._tensor(p.W0), float(p.t), self._tensor(p.W), self._tensor(p.U))
+
+    @staticmethod
+    def _from_device(p: _Point) -> _Point:
+        return _Point(p.W0.cpu().numpy(), float(p.t), p.W.cpu().numpy(), p.U.cpu().numpy())
 
 
 def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = PCG_ITERATIONS) -> tuple[_Point, float, int]:
@@ -518,7 +555,7 @@ def _normal_apply(ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: fl
 
 
 def _dot(x: _Point, y: _Point) -> float:
-    return float(x.W0 @ y.W0 + x.t * y.t + np.sum(x.W * y.W) + np.sum(x.U * y.U))
+    return float(x.W0 @ y.W0 + x.t * y.t + (x.W * y.W).sum() + (x.U * y.U).sum())  # numpy arrays or tensors
 
 
 def _norm_inf(x) -> float:
@@ -627,7 +664,7 @@ def _direction(ws, ns, D, s, y, rp, rd, rc, eps, rho, info, max_iter: int = PCG_
     ``dy = D (A dx + rc / y - rp)``, ``ds = (rc - s dy) / y``."""
     corr = {k: D[k] * (rc[k] / y[k] - rp[k]) for k in s}
     rhs = rd.axpy(-1.0, _AT(ws, corr))
-    dx, rel, solves = _pcg(lambda v: _normal_apply(ws, D, eps, rho, v), ns.solve, rhs, max_iter=max_iter)
+    dx, rel, solves = ns.pcg(D, rhs, eps, rho, max_iter)
     info["solve_residual"] = max(info.get("solve_residual", 0.0), rel)
     info["block_solves"] = info.get("block_solves", 0) + solves
     Adx = _A(ws, dx)

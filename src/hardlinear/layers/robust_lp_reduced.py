@@ -30,7 +30,7 @@ working set and the time in dense kernels:
    grows with ``E q d`` nonzeros; here memory is ``O(E q + q d^2)`` (the per-input inverses are kept for the solves of
    each step when they fit in ``FACTOR_BUDGET_BYTES``, recomputed otherwise) and the time is
    ``O(q (E d^2 + E^2 d + d^3))`` per step, in chunks of inputs. ``device="cuda"`` runs these kernels and the
-   block solves on a GPU (:class:`_NormalSolver`'s torch backend; ``benchmarks/bench_gpu.py`` times it).
+   conjugate gradients on a GPU (:class:`_NormalSolver`'s torch backend; ``benchmarks/bench_gpu.py`` times it).
 4. **Independent verification** of the rule (:func:`verified_row_margins_chunked`): the worst slack over the box of
    every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
 
@@ -317,8 +317,9 @@ class _NormalSolver:
 
     ``device``: None (the default path) runs these kernels as CPU torch ops on the numpy arrays' memory; a
     ``torch.device`` runs them there (the torch backend): the per-input scalings ``(q, E)`` are sent once per
-    Newton step, each block solve sends ``(rW, rU)`` and fetches ``(a, b)`` (its two ``(q, E) x (E, d)`` products
-    run there too), and the spread rows' ``E x E`` Schur complement comes back for the host's LU. The backend
+    Newton step, the spread rows' ``E x E`` Schur complement comes back for the host's LU, and :meth:`pcg` runs
+    every conjugate-gradient iteration there (the exact operator, the block solves; ``m_s + d + 1`` numbers
+    cross for the LU per preconditioner solve): a direction sends its right-hand side and fetches ``dx``. The backend
     keeps ``L_j^{-1}`` (a batched triangular solve) instead of ``S_j^{-1}`` and forms ``Psi`` as
     ``sum_j Z_j' Z_j`` with ``Z_j = L_j^{-1} M' diag(QP_j)``: batched triangular solves and GEMMs only, float64
     throughout; on a GPU it takes chunks of ``DEVICE_CHUNK_BYTES`` and may keep larger factors

@@ -16,7 +16,8 @@ cuBLAS/cuSOLVER handles are started before the clock (``cuda_init_s``). A proces
 (:mod:`hardlinear.layers.fused`) timed per device (CUDA with the first ``--cuda-threads``; one process each) and output dtype (``layer_dtype`` float64, the default, and
 float32, which ``Proposed`` turns into float64 where the rule's margin is below float32's rounding: then
 ``layer_dtype_asked`` says float32 and ``layer_dtype`` float64; one set-up per process): the median latency of ``--instances`` calls at batch 1 and the median time of ``--repeats`` calls at
-each larger batch (throughput = batch / time), inputs already on the device. Timing does not depend on the
+each larger batch (throughput = batch / time), inputs already on the device; ``--chunk-rows`` times the same
+path again with that many rows per chunk (its default, ~2 MB of float64 rows, is sized for a CPU cache). Timing does not depend on the
 weights' values except through how many rows the blend moves (``alpha > 0``: those rows compute the safe
 output too); an untrained network moves nearly every row, the fused path's slowest case (``moved`` column).
 The outputs of the largest batch are checked in float64 on the CPU: the largest equality residual
@@ -74,7 +75,7 @@ RULE_COLUMNS = [
 ]  # fmt: skip
 FUSED_COLUMNS = [
     "case", "form", "n", "k", "device", "device_name", "threads", "layer_dtype_asked", "layer_dtype", "net_dtype", "fused", "batch_size",
-    "calls", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_rss_mb",
+    "chunk_rows", "chunk_default", "calls", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_rss_mb",
     "peak_gpu_mb", "setup_s", "rule_device", "rule_time_s", "rule_cached", "t_star", "status", "error",
 ]  # fmt: skip
 RESULT_TAG = "BENCH_GPU_RESULT "
@@ -100,6 +101,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-sizes", type=int, nargs="+", default=None)
     p.add_argument("--instances", type=int, default=None, help="batch-1 calls timed (median)")
     p.add_argument("--repeats", type=int, default=None, help="calls timed per larger batch (median)")
+    p.add_argument("--chunk-rows", type=int, nargs="*", default=[], help="also time the fused path with these rows per chunk")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=str(common.DEFAULT_CACHE), help="the fused part's decision rule")
@@ -124,6 +126,8 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
         args.rule_device = "cuda" if cuda else "cpu"
     if args.rule_device != "cpu" and not cuda:
         raise SystemExit("--rule-device cuda asked for, but torch sees no CUDA device here: use --rule-device cpu")
+    if args.chunk_rows and min(args.chunk_rows) < 1:
+        raise SystemExit("--chunk-rows must be >= 1")
     if min(args.cpu_threads + args.cuda_threads) < 1 or min(args.batch_sizes) < 1 or args.instances < 1 or args.repeats < 1:
         raise SystemExit("threads, batch sizes, --instances and --repeats must be >= 1")
     for case in {*args.cases, args.fused_case}:
@@ -327,7 +331,14 @@ def fused_child(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "rule_device": rule_info.get("device", args.rule_device), "t_star": method.t_star,
                 "rule_time_s": rule_info.get("solve_time_s"), "rule_cached": rule_info.get("cached"),
             }
-            rows += [{**base, **row} for row in time_fused(module, problem.family, xi_cpu, device, args)]
+            variants = [module]
+            if getattr(module, "fused", False):  # the same path with other chunk sizes (the default's is CPU-cache sized)
+                from hardlinear.layers.fused import FusedProposed
+
+                variants += [FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, chunk_rows=c) for c in args.chunk_rows]
+            for variant in variants:
+                chunk = {"chunk_rows": getattr(variant, "chunk_rows", ""), "chunk_default": variant is module}
+                rows += [{**base, **chunk, **row} for row in time_fused(variant, problem.family, xi_cpu, device, args)]
     return rows
 
 
@@ -375,7 +386,8 @@ def run_fused(args: argparse.Namespace) -> list[dict[str, Any]]:
         common.log(f"[bench_gpu] fused {args.fused_case} ({args.form}) on {device}, {threads} thread(s) ...")
         extra = ["--case", args.fused_case, "--device", device, "--rule-device", args.rule_device, "--cache-dir", args.cache_dir,
                  "--dtypes", *args.dtypes, "--batch-sizes", *map(str, args.batch_sizes), "--instances", str(args.instances),
-                 "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--seed", str(args.seed)]  # fmt: skip
+                 "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--seed", str(args.seed),
+                 "--chunk-rows", *map(str, args.chunk_rows)]  # fmt: skip
         result = _run_child(args, "fused", extra, threads, min(args.timeout, left), pool_threads=os.cpu_count() or 1)
         if isinstance(result, list):
             rows += result
@@ -422,7 +434,7 @@ def markdown(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 RULE_SUMMARY = ["case", "inputs", "device", "threads", "status", "t_star", "t_star_rel_diff", "solve_time_s", "newton_steps", "rounds", "peak_rss_mb", "peak_gpu_mb"]
-FUSED_SUMMARY = ["device", "threads", "layer_dtype_asked", "layer_dtype", "fused", "batch_size", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_gpu_mb"]
+FUSED_SUMMARY = ["device", "threads", "layer_dtype_asked", "layer_dtype", "fused", "chunk_rows", "batch_size", "median_ms", "throughput_per_s", "moved", "max_eq_resid", "max_ineq_violation", "peak_gpu_mb"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -262,3 +262,29 @@ def test_run_all_reports_each_benchmark(bench, tmp_path, monkeypatch):
         and "boom" in record["benchmarks"]["bench_breakdown"]["error"]
     )
     assert calls[0][1][:2] == ["--quick", "--device"] and str(tmp_path) in calls[0][1]
+
+
+def test_gpu_benchmark_runs_on_cpu(bench, cache_dir, tmp_path):
+    """bench_gpu at the tiniest settings (CPU rows only here): a rule row per run with the reduced solver's t*,
+    the fused layer's rows per dtype and batch with the float64 check of its outputs; a bad case fails first."""
+    mod = bench("bench_gpu")
+    out = tmp_path / "gpu"
+    argv = ["--quick", "--out-dir", str(out), "--cases", "dcopf_14", "--fused-case", "dcopf_14", "--devices", "cpu",
+            "--cpu-threads", "1", "--batch-sizes", "1", "16", "--instances", "3", "--repeats", "2", "--warmup", "1",
+            "--chunk-rows", "8", "--cache-dir", cache_dir]  # fmt: skip
+    assert mod.main(argv) == 0
+    _, rule = read_csv(out / "gpu_rule.csv")
+    assert [(r["device"], r["threads"], r["status"]) for r in rule] == [("cpu", "1", "ok")]
+    assert float(rule[0]["t_star"]) == pytest.approx(0.182, rel=1e-6) and int(rule[0]["newton_steps"]) > 0
+    assert float(rule[0]["t_star_rel_diff"]) == 0.0 and float(rule[0]["peak_rss_mb"]) > 0
+    _, fused = read_csv(out / "gpu_fused.csv")
+    expected = [(dtype, chunk, batch) for dtype in ("float64", "float32") for chunk in ("True", "False") for batch in ("1", "16")]
+    assert [(r["layer_dtype_asked"], r["chunk_default"], r["batch_size"]) for r in fused] == expected
+    assert {r["chunk_rows"] for r in fused if r["chunk_default"] == "False"} == {"8"}
+    assert all(r["status"] == "ok" and r["fused"] == "True" and float(r["median_ms"]) > 0 for r in fused)
+    checked = [r for r in fused if r["batch_size"] == "16"]
+    assert all(float(r["max_ineq_violation"]) <= 1e-9 and float(r["max_eq_resid"]) <= 1e-4 for r in checked)
+    assert json.loads((out / "gpu.json").read_text())["settings"]["cases"] == ["dcopf_14"]
+    assert "| cpu | 1 | ok | 0.182" in (out / "gpu_summary.md").read_text()
+    with pytest.raises(SystemExit, match="needs its uncertainty"):
+        mod.main(["--out-dir", str(out), "--cases", "pglib_opf_case2000_goc"])

@@ -494,6 +494,20 @@ def _check_method(check: _Checker, method: Any, problem: Any) -> None:
         check.need_known_keys("method", present, valid)
     check.check_section("method", method, hints, METHOD_RANGES, _method_choices(cls))
     _check_required_form(check, cls, method, problem)
+    _check_rule_device(check, method)
+
+
+def _check_rule_device(check: _Checker, method: dict) -> None:
+    """``method.rule_device`` other than cpu: the reduced rule solver and a torch that sees the device."""
+    device = method.get("rule_device", "cpu")
+    if not isinstance(device, str) or device == "cpu":
+        return
+    from hardlinear.layers.decision_rule import check_rule_device
+
+    try:
+        check_rule_device(device, str(method.get("rule_solver", "auto")))
+    except ValueError as err:
+        check.error(f"method.rule_device={device!r}: {err}")
 
 
 def _method_class(check: _Checker, target: Any) -> type | None:

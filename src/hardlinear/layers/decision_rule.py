@@ -189,7 +189,7 @@ def _rule_cost(problem, rule_objective: str):
 
 def _solve(
     problem, solver: str, margin: str, threads: int, margin_gap: float = 0.0, *, rule_objective: str = "margin",
-    margin_fraction: float = 0.5, max_margin: float | str | None = "auto", progress: bool = True,
+    margin_fraction: float = 0.5, max_margin: float | str | None = "auto", progress: bool = True, device: str = "cpu",
 ):
     """The rule's program for ``problem``; returns a :class:`~hardlinear.layers.robust_lp.RuleSolution`."""
     cost = _rule_cost(problem, rule_objective)
@@ -211,7 +211,7 @@ def _solve(
             )
         from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
 
-        return solve_robust_lp_reduced(problem.compact, weights, threads=threads)
+        return solve_robust_lp_reduced(problem.compact, weights, threads=threads, device=device)
     return solve_robust_lp(
         problem.compact, weights, solver, threads=threads, margin_gap=margin_gap, cost=cost,
         margin_fraction=margin_fraction, max_margin=max_margin, progress=progress,
@@ -256,6 +256,7 @@ def solve_decision_rule(
     margin_fraction: float = 0.5,
     max_margin: float | str | None = "auto",
     progress: bool = True,
+    device: str = "cpu",
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
@@ -274,11 +275,14 @@ def solve_decision_rule(
     ``t >= margin_fraction * t*`` and minimise the rule's expected objective over the box; docs/cost_aware_rule.md).
     ``max_margin``: the cap on an unbounded margin (see :func:`~hardlinear.layers.robust_lp.solve_robust_lp`).
     ``progress``: log the rounds of a solve that runs longer than 2 s at INFO level (rows, rounds, elapsed).
+    ``device``: where the "reduced" solver's Newton steps run ("cpu" or "cuda"; other solvers take "cpu" only).
+    It is not part of the cache key: a rule is cached by what it is, and its verified ``t*`` is what counts.
     """
     from hardlinear.api import as_rule_target
 
     problem = as_rule_target(problem)
     solver = _resolve_solver(problem, solver)
+    check_rule_device(device, solver)
     _rule_cost(problem, rule_objective)  # a bad objective option fails before any solving
     # a cost-aware rule depends on the objective too: its cache key is the whole problem's fingerprint
     fingerprint = problem.constraints_fingerprint() if rule_objective == "margin" else problem.fingerprint()
@@ -299,7 +303,7 @@ def solve_decision_rule(
         try:
             sol = _solve(
                 problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
-                margin_fraction=margin_fraction, max_margin=max_margin, progress=progress,
+                margin_fraction=margin_fraction, max_margin=max_margin, progress=progress, device=device,
             )
         except ProgramInfeasible as err:
             raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
@@ -340,6 +344,22 @@ def solve_decision_rule(
         _size_text(info),
     )
     return rule
+
+
+def check_rule_device(device: str, solver: str) -> None:
+    """A ValueError naming the fix, before any work, for a rule device the solver cannot use: "cpu" always
+    works; another device (e.g. "cuda") needs ``solver="reduced"`` and a torch that sees that device
+    (:func:`~hardlinear.layers.robust_lp_reduced.backend_device`)."""
+    if device == "cpu":
+        return
+    if solver != "reduced":
+        raise ValueError(
+            f"rule device {device!r} applies to the 'reduced' rule solver only (got {solver!r}): set "
+            "method.rule_solver=reduced, or method.rule_device=cpu"
+        )
+    from hardlinear.layers.robust_lp_reduced import backend_device
+
+    backend_device(device)
 
 
 def _check_margin(

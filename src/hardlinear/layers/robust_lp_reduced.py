@@ -29,7 +29,8 @@ working set and the time in dense kernels:
    sparse LDL' of the assembled LP (Clarabel) fills in the same dense blocks with scalar kernels, and its memory
    grows with ``E q d`` nonzeros; here memory is ``O(E q + q d^2)`` (the per-input inverses are kept for the solves of
    each step when they fit in ``FACTOR_BUDGET_BYTES``, recomputed otherwise) and the time is
-   ``O(q (E d^2 + E^2 d + d^3))`` per step, in chunks of inputs.
+   ``O(q (E d^2 + E^2 d + d^3))`` per step, in chunks of inputs. ``device="cuda"`` runs these kernels and the
+   conjugate gradients on a GPU (:class:`_NormalSolver`'s torch backend; ``benchmarks/bench_gpu.py`` times it).
 4. **Independent verification** of the rule (:func:`verified_row_margins_chunked`): the worst slack over the box of
    every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
 
@@ -101,8 +102,15 @@ COARSE_SEED_MIN_INPUTS = 200  # solve_with_coarse_seed: below this many inputs t
 POLISH_ROWS = 1000  # expressions in that LP (the smallest margins of the iterate's rule; at least 4 (d + 1))
 # Per-input Cholesky factors (q d^2 float64) are kept between the two solves of a Newton step up to this size.
 FACTOR_BUDGET_BYTES = 1.5e9
-# Inputs processed together in one batched kernel: bounds the temporaries to CHUNK_BYTES.
+# Inputs processed together in one batched kernel: bounds the temporaries to CHUNK_BYTES (DEVICE_CHUNK_BYTES on a
+# GPU, where small batches leave it idle; the temporaries of one chunk are ~5x this).
 CHUNK_BYTES = 64e6
+DEVICE_CHUNK_BYTES = 512e6
+# On a GPU the kept factors and the packed outer products may use these shares of its free memory instead of
+# FACTOR_BUDGET_BYTES and PACKED_BYTES, when larger (recomputing the factors in every block solve is what a
+# small budget costs).
+DEVICE_FACTOR_SHARE = 0.5
+DEVICE_PACKED_SHARE = 0.2
 # The working set's packed outer products (E d^2 / 2 float64) are kept up to this size; beyond it the blocks are
 # formed as batched X' X products.
 PACKED_BYTES = 512e6
@@ -248,7 +256,7 @@ def _slacks(ws: _WorkingSet, x: _Point) -> dict[str, np.ndarray]:
 
 def _AT(ws: _WorkingSet, y: dict[str, np.ndarray]) -> _Point:
     """``A' y`` in the primal layout."""
-    ylo = np.zeros(len(ws.w))
+    ylo = np.zeros_like(y["up"]) if isinstance(y["up"], np.ndarray) else y["up"].new_zeros(y["up"].shape)  # or a tensor
     ylo[ws.two] = y["lo"]
     return _Point(
         ws.M.T @ (y["up"] - ylo),
@@ -276,16 +284,26 @@ class PackedOuterProducts:
     cols: Any
 
 
-def packed_outer_products(M: np.ndarray, budget_bytes: float = PACKED_BYTES) -> PackedOuterProducts | None:
-    """The packed outer products of the rows of ``M: (E, d)``, or None when they exceed ``budget_bytes``."""
+def packed_outer_products(M: np.ndarray, budget_bytes: float = PACKED_BYTES, device: Any = None) -> PackedOuterProducts | None:
+    """The packed outer products of the rows of ``M: (E, d)``, or None when they exceed ``budget_bytes``;
+    on ``device`` (a ``torch.device``; None: CPU tensors sharing ``M``'s memory, today's path)."""
     import torch
 
     E, d = M.shape
     if E * d * (d + 1) / 2 * 8 > budget_bytes:
         return None
-    rows, cols = torch.tril_indices(d, d)
-    M_t = torch.from_numpy(M)
+    rows, cols = torch.tril_indices(d, d, device=device)
+    M_t = torch.from_numpy(M) if device is None else torch.as_tensor(M, device=device)
     return PackedOuterProducts(M_t[:, rows] * M_t[:, cols], rows, cols)
+
+
+def device_budget(device: Any, default: float, share: float) -> float:
+    """Bytes a cached array may take: ``default``, or on a CUDA device ``share`` of its free memory if larger."""
+    if device is None or device.type != "cuda":
+        return default
+    import torch
+
+    return max(default, share * torch.cuda.mem_get_info(device)[0])
 
 
 class _NormalSolver:
@@ -295,40 +313,68 @@ class _NormalSolver:
     ``S_j = M' diag(delta_j) M`` as ``delta @ KR`` (``KR: (E, d (d + 1) / 2)``, the rows' packed outer products
     ``m_e m_e'``, built once per working set by :func:`packed_outer_products`), a batched Cholesky and inverse,
     and the spread rows' Schur complement ``Psi = sum_j diag(QP_j) M S_j^{-1} M' diag(QP_j)`` as two GEMMs over
-    the stacked inverses."""
+    the stacked inverses.
 
-    def __init__(self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, KR: Any = None, timers: dict[str, float] | None = None):
+    ``device``: None (the default path) runs these kernels as CPU torch ops on the numpy arrays' memory; a
+    ``torch.device`` runs them there (the torch backend): the per-input scalings ``(q, E)`` are sent once per
+    Newton step, the spread rows' ``E x E`` Schur complement comes back for the host's LU, and :meth:`pcg` runs
+    every conjugate-gradient iteration there (the exact operator, the block solves; ``m_s + d + 1`` numbers
+    cross for the LU per preconditioner solve): a direction sends its right-hand side and fetches ``dx``. The backend
+    keeps ``L_j^{-1}`` (a batched triangular solve) instead of ``S_j^{-1}`` and forms ``Psi`` as
+    ``sum_j Z_j' Z_j`` with ``Z_j = L_j^{-1} M' diag(QP_j)``: batched triangular solves and GEMMs only, float64
+    throughout; on a GPU it takes chunks of ``DEVICE_CHUNK_BYTES`` and may keep larger factors
+    (:func:`device_budget`)."""
+
+    def __init__(
+        self, ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: float, KR: Any = None,
+        timers: dict[str, float] | None = None, device: Any = None,
+    ):
         import torch
 
-        self.torch, self.ws, self.eps = torch, ws, eps + rho
+        self.torch, self.ws, self.eps, self.device = torch, ws, eps + rho, device
         self.timers = timers if timers is not None else {}
         d, q, E = ws.sizes
         Da, Db = D["a"], D["b"]
         self.P = Da + Db + rho  # U's diagonal (rho: the proximal term on U)
         self.QP = (Db - Da) / self.P
         delta = (4.0 * Da * Db + rho * (Da + Db)) / self.P  # (q, E): P - Q^2 / P without cancellation
-        self.chunk = max(1, int(CHUNK_BYTES // (8 * max(1, d * max(d, E)))))
-        self.keep = q * d * d * 8 <= FACTOR_BUDGET_BYTES
-        self.M_t = torch.from_numpy(ws.M)
+        gpu = device is not None and device.type != "cpu"
+        self.chunk = max(1, int((DEVICE_CHUNK_BYTES if gpu else CHUNK_BYTES) // (8 * max(1, d * max(d, E)))))
+        self.keep = q * d * d * 8 <= device_budget(device, FACTOR_BUDGET_BYTES, DEVICE_FACTOR_SHARE)
+        self.M_t = self._tensor(ws.M)
         self.KR = KR
         self.factors: list[Any] = []
-        Psi = torch.zeros((E, E), dtype=torch.float64)
+        Psi = torch.zeros((E, E), dtype=torch.float64, device=device)
         MT = self.M_t.T  # (d, E)
+        if device is not None:  # the block solves' per-input scalings, sent once per Newton step
+            self.QP_t, self.P_t = self._tensor(self.QP), self._tensor(self.P)
         for s in range(0, q, self.chunk):
             c = min(self.chunk, q - s)
             L = self._factor(delta[s : s + c])
+            QP = (self._tensor(self.QP[s : s + c]) if device is None else self.QP_t[s : s + c])[:, None, :]  # (c, 1, E)
+            if device is None:
+                tic = time.perf_counter()
+                Sinv = torch.cholesky_inverse(L)  # (c, d, d), symmetric
+                self._tick("inverse", tic)
+                tic = time.perf_counter()
+                V = (Sinv.reshape(c * d, d) @ MT).view(c, d, E).mul_(QP)  # S_j^{-1} M' diag(QP_j), one GEMM
+                Y = (MT[None] * QP).reshape(c * d, E)  # M' diag(QP_j), stacked
+                Psi.addmm_(Y.T, V.view(c * d, E))
+                self._tick("schur", tic)
+                if self.keep:  # explicit inverses: the many later solves become batched mat-vecs
+                    self.factors.append(Sinv)
+                continue
             tic = time.perf_counter()
-            Sinv = torch.cholesky_inverse(L)  # (c, d, d), symmetric
+            eye = torch.eye(d, dtype=torch.float64, device=device).expand(c, d, d)
+            Linv = torch.linalg.solve_triangular(L, eye, upper=False)  # (c, d, d): L_j^{-1}
             self._tick("inverse", tic)
             tic = time.perf_counter()
-            QP = torch.from_numpy(self.QP[s : s + c])[:, None, :]  # (c, 1, E)
-            V = (Sinv.reshape(c * d, d) @ MT).view(c, d, E).mul_(QP)  # S_j^{-1} M' diag(QP_j), one GEMM
-            Y = (MT[None] * QP).reshape(c * d, E)  # M' diag(QP_j), stacked
-            Psi.addmm_(Y.T, V.view(c * d, E))
+            Z = (Linv @ (MT[None] * QP)).reshape(c * d, E)  # L_j^{-1} M' diag(QP_j), stacked
+            Psi.addmm_(Z.T, Z)  # sum_j Z_j' Z_j
             self._tick("schur", tic)
-            if self.keep:  # explicit inverses: the many later solves become batched mat-vecs
-                self.factors.append(Sinv)
-        Psi = Psi.numpy()
+            if self.keep:
+                self.factors.append(Linv)
+        Psi = Psi.cpu().numpy()
         Psi[np.diag_indices(E)] += (1.0 / self.P).sum(axis=0)
         self.delta = None if self.keep else delta
         # the spread rows' system: Phi = D_s^{-1} + T Psi T', T = [I; I_two]
@@ -351,7 +397,15 @@ class _NormalSolver:
 
         self.lu, self.lu_solve, self.m_s = lu_factor(K, check_finite=False), lu_solve, m_s
 
+    def _tensor(self, a: np.ndarray):
+        """``a`` as a float64 tensor: a view on the CPU (default path), a copy on the backend's device."""
+        if self.device is None:
+            return self.torch.from_numpy(np.ascontiguousarray(a))
+        return self.torch.as_tensor(np.ascontiguousarray(a), dtype=self.torch.float64, device=self.device)
+
     def _tick(self, name: str, tic: float) -> None:
+        if self.device is not None and self.device.type == "cuda":  # kernels run asynchronously: wait for them
+            self.torch.cuda.synchronize(self.device)
         self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - tic
 
     def _factor(self, delta_chunk: np.ndarray):
@@ -359,10 +413,10 @@ class _NormalSolver:
         torch = self.torch
         tic = time.perf_counter()
         d = self.ws.sizes[0]
-        delta_t = torch.from_numpy(delta_chunk)
+        delta_t = self._tensor(delta_chunk)
         if self.KR is not None:  # one GEMM on the packed outer products, then the lower triangles filled in
             packed = delta_t @ self.KR.values  # (c, d (d + 1) / 2)
-            S = torch.zeros((len(delta_chunk), d, d), dtype=torch.float64)
+            S = torch.zeros((len(delta_chunk), d, d), dtype=torch.float64, device=self.device)
             S[:, self.KR.rows, self.KR.cols] = packed
         else:
             X = self.M_t[None, :, :] * delta_t.sqrt()[:, :, None]  # (c, E, d)
@@ -382,8 +436,8 @@ class _NormalSolver:
         torch = self.torch
         ws = self.ws
         rhs = rW - (self.QP * rU) @ ws.M  # (q, d)
-        a = np.empty_like(rhs)
         q = rhs.shape[0]
+        a = np.empty_like(rhs)
         for i, s in enumerate(range(0, q, self.chunk)):
             block = torch.from_numpy(rhs[s : s + self.chunk])[:, :, None]
             if self.keep:
@@ -394,7 +448,26 @@ class _NormalSolver:
         b = rU / self.P - self.QP * (a @ ws.M.T)
         return a, b
 
+    def _block_solve_t(self, rW, rU):
+        """:meth:`_block_solve` on the backend's device, for tensors there: ``S_j^{-1} r = L_j^{-T} (L_j^{-1} r)``
+        with the kept ``L_j^{-1}`` (or a Cholesky solve on recomputed factors)."""
+        torch = self.torch
+        rhs = (rW - (self.QP_t * rU) @ self.M_t)[:, :, None]  # (q, d, 1)
+        a = torch.empty_like(rhs)
+        for i, s in enumerate(range(0, rhs.shape[0], self.chunk)):
+            block = rhs[s : s + self.chunk]
+            if self.keep:
+                Linv = self.factors[i]
+                a[s : s + self.chunk] = Linv.mT @ (Linv @ block)
+            else:
+                a[s : s + self.chunk] = torch.cholesky_solve(block, self._factor(self.delta[s : s + self.chunk]))
+        a = a.squeeze(2)
+        return a, rU / self.P_t - self.QP_t * (a @ self.M_t.T)
+
     def solve(self, r: _Point) -> _Point:
+        """The preconditioner: this factorisation's solution of the regularised system for ``r`` (numpy)."""
+        if self.device is not None:
+            return self._from_device(self._solve_t(self._to_device(r)))
         d = self.ws.sizes[0]
         aW, bU = self._block_solve(r.W, r.U)
         rho = bU.sum(axis=0)[self.T_idx]
@@ -404,6 +477,44 @@ class _NormalSolver:
         np.add.at(tv, self.T_idx, v)
         aW2, bU2 = self._block_solve(np.zeros_like(r.W), np.broadcast_to(tv, r.U.shape))
         return _Point(dg[:d], float(dg[d]), aW - aW2, bU - bU2)
+
+    def _solve_t(self, r: _Point) -> _Point:
+        """:meth:`solve` for a point of tensors on the backend's device; only the spread rows' system (``m_s + d +
+        1`` numbers each way) goes through the host's LU."""
+        torch = self.torch
+        d, _, E = self.ws.sizes
+        if not hasattr(self, "T_idx_t"):
+            self.T_idx_t = torch.as_tensor(self.T_idx, device=self.device)
+        aW, bU = self._block_solve_t(r.W, r.U)
+        rho = bU.sum(dim=0)[self.T_idx_t]
+        host = torch.cat([rho, r.W0, rho.new_tensor([r.t])]).cpu().numpy()
+        sol = self.lu_solve(self.lu, host, check_finite=False)
+        v, dg = self._tensor(sol[: self.m_s]), sol[self.m_s :]
+        tv = torch.zeros(E, dtype=torch.float64, device=self.device).index_add_(0, self.T_idx_t, v)
+        aW2, bU2 = self._block_solve_t(torch.zeros_like(r.W), tv.expand(r.U.shape))
+        return _Point(self._tensor(dg[:d]), float(dg[d]), aW - aW2, bU - bU2)
+
+    def pcg(self, D: dict[str, np.ndarray], rhs: _Point, eps: float, rho: float, max_iter: int) -> tuple[_Point, float, int]:
+        """:func:`_pcg` on the exact system ``(A' D A + eps I_W + rho I) dx = rhs`` preconditioned by this
+        factorisation; with a device, every iteration runs there (``rhs`` sent, ``dx`` fetched once)."""
+        if self.device is None:
+            return _pcg(lambda v: _normal_apply(self.ws, D, eps, rho, v), self.solve, rhs, max_iter=max_iter)
+        if getattr(self, "_ws_t", None) is None:
+            ws = self.ws
+            self._ws_t = _WorkingSet(self.M_t, *(self._tensor(a) for a in (ws.C, ws.R_up, ws.R_lo, ws.w)), self.torch.as_tensor(ws.two, device=self.device))
+        cached = getattr(self, "_D_t", None)
+        if cached is None or cached[0] is not D:  # the step's D_exact, then (rarely) D_reg
+            self._D_t = (D, {k: self._tensor(v) for k, v in D.items()})
+        ws_t, D_t = self._ws_t, self._D_t[1]
+        x, rel, solves = _pcg(lambda v: _normal_apply(ws_t, D_t, eps, rho, v), self._solve_t, self._to_device(rhs), max_iter=max_iter)
+        return self._from_device(x), rel, solves
+
+    def _to_device(self, p: _Point) -> _Point:
+        return _Point(self._tensor(p.W0), float(p.t), self._tensor(p.W), self._tensor(p.U))
+
+    @staticmethod
+    def _from_device(p: _Point) -> _Point:
+        return _Point(p.W0.cpu().numpy(), float(p.t), p.W.cpu().numpy(), p.U.cpu().numpy())
 
 
 def _pcg(apply, precondition, rhs: _Point, tol: float = 1e-12, max_iter: int = PCG_ITERATIONS) -> tuple[_Point, float, int]:
@@ -445,7 +556,7 @@ def _normal_apply(ws: _WorkingSet, D: dict[str, np.ndarray], eps: float, rho: fl
 
 
 def _dot(x: _Point, y: _Point) -> float:
-    return float(x.W0 @ y.W0 + x.t * y.t + np.sum(x.W * y.W) + np.sum(x.U * y.U))
+    return float(x.W0 @ y.W0 + x.t * y.t + (x.W * y.W).sum() + (x.U * y.U).sum())  # numpy arrays or tensors
 
 
 def _norm_inf(x) -> float:
@@ -460,6 +571,7 @@ def solve_working_set(
     threads: int = 1,
     tol: float = IPM_TOL,
     probe: Any = None,
+    device: Any = None,
 ) -> tuple[_Point, float, dict[str, Any]]:
     """``max t`` on the working set by Mehrotra's predictor-corrector; returns ``(x, t, info)``.
 
@@ -468,7 +580,7 @@ def solve_working_set(
 
     ``probe(x, t) -> bool``, called at each iterate once the gap is below ``PROBE_GAP``: True stops the solve
     there (``info["probed"]``), for row generation to add the rows that iterate violates or to return a rule
-    certified optimal."""
+    certified optimal. ``device``: where the Newton step's heavy kernels run (:class:`_NormalSolver`)."""
     d, q, E = ws.sizes
     scale = max(1.0, np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0))
     eps = eps * scale
@@ -485,7 +597,7 @@ def solve_working_set(
     info: dict[str, Any] = {}
     timers: dict[str, float] = {}
     info["timers_s"] = timers
-    KR = packed_outer_products(ws.M)
+    KR = packed_outer_products(ws.M, device_budget(device, PACKED_BYTES, DEVICE_PACKED_SHARE), device)
     best = None
     for it in range(1, MAX_IPM_ITERATIONS + 1):
         ATy = _AT(ws, y)
@@ -521,7 +633,7 @@ def solve_working_set(
         D_exact = {k: y[k] / s[k] for k in s}
         info["solve_residual"] = 0.0
         tic = time.perf_counter()
-        ns = _NormalSolver(ws, D_reg, eps, rho, KR, timers)
+        ns = _NormalSolver(ws, D_reg, eps, rho, KR, timers, device)
         timers["factor"] = timers.get("factor", 0.0) + time.perf_counter() - tic
         tic = time.perf_counter()
 
@@ -553,7 +665,7 @@ def _direction(ws, ns, D, s, y, rp, rd, rc, eps, rho, info, max_iter: int = PCG_
     ``dy = D (A dx + rc / y - rp)``, ``ds = (rc - s dy) / y``."""
     corr = {k: D[k] * (rc[k] / y[k] - rp[k]) for k in s}
     rhs = rd.axpy(-1.0, _AT(ws, corr))
-    dx, rel, solves = _pcg(lambda v: _normal_apply(ws, D, eps, rho, v), ns.solve, rhs, max_iter=max_iter)
+    dx, rel, solves = ns.pcg(D, rhs, eps, rho, max_iter)
     info["solve_residual"] = max(info.get("solve_residual", 0.0), rel)
     info["block_solves"] = info.get("block_solves", 0) + solves
     Adx = _A(ws, dx)
@@ -578,6 +690,36 @@ def _step(v: dict[str, np.ndarray], dv: dict[str, np.ndarray]) -> float:
 
 
 # --- public entry point ---------------------------------------------------------------------------------
+def backend_device(device: Any = "cpu") -> Any:
+    """The ``torch.device`` on which the Newton step's heavy kernels run, or None for the default path.
+
+    ``"cpu"`` (the string; the default): CPU torch kernels on the numpy arrays' memory. Any other torch device,
+    as a name ("cuda", "cuda:1") or a ``torch.device``, runs the torch backend of :class:`_NormalSolver` there;
+    ``torch.device("cpu")`` runs that backend on the CPU (how the tests check it without a GPU). Raises
+    ValueError, naming the fix, for a name torch does not know or a device it cannot use (no CUDA here,
+    a CUDA index beyond the devices, no float64), before any work."""
+    import torch
+
+    if isinstance(device, str) and device == "cpu":
+        return None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"rule device {device!r} is not a torch device ({err}); use 'cpu' or 'cuda' (or 'cuda:N')") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"rule device {device!r} asked for, but this torch ({torch.__version__}) sees no CUDA device (built "
+            "without CUDA, or no GPU visible): set method.rule_device=cpu, or run on a machine with a GPU"
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"rule device {device!r}: torch sees {torch.cuda.device_count()} CUDA device(s); use cuda:0..")
+    try:
+        torch.zeros(1, dtype=torch.float64, device=dev)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"rule device {device!r} cannot hold float64 tensors ({err}); use 'cpu' or 'cuda'") from None
+    return dev
+
+
 def solve_robust_lp_reduced(
     family: JointlyLinearFamily,
     weights: np.ndarray,
@@ -585,11 +727,14 @@ def solve_robust_lp_reduced(
     max_rounds: int = 30,
     regularization: float = REGULARIZATION,
     seed_rows: np.ndarray | None = None,
+    device: Any = "cpu",
 ) -> RuleSolution:
     """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
     on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
     every row (float64, chunked). ``seed_rows``: inequality rows to start the row generation with (e.g. the
     ``info["working_set_rows"]`` of the same constraints with aggregated inputs), beside the usual seed.
+    ``device``: where the Newton step's heavy kernels run (:func:`backend_device`: "cpu", the default, or
+    "cuda"); the elimination, the row generation and the verification stay on the CPU, in float64 everywhere.
     Raises ``RuntimeError`` when the interior point fails and
     :class:`~hardlinear.layers.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
     import torch
@@ -597,6 +742,7 @@ def solve_robust_lp_reduced(
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (family.m_ineq,) or np.any(weights <= 0):
         raise ValueError(f"weights must be ({family.m_ineq},) and positive")
+    dev = backend_device(device)
     t0 = time.perf_counter()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
@@ -606,25 +752,27 @@ def solve_robust_lp_reduced(
 
     with threadpool_limits(limits=max(1, threads)):
         try:
-            return _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows)
+            sol = _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows, device=dev)
+            sol.info["device"] = "cpu" if dev is None else ("torch-cpu" if dev.type == "cpu" else str(dev))
+            return sol
         finally:
             torch.set_num_threads(previous_threads)
 
 
 def solve_with_coarse_seed(
     family: JointlyLinearFamily, coarse: JointlyLinearFamily | None, weights: np.ndarray, threads: int = 1,
-    min_inputs: int = COARSE_SEED_MIN_INPUTS,
+    min_inputs: int = COARSE_SEED_MIN_INPUTS, device: Any = "cpu",
 ) -> RuleSolution:
     """:func:`solve_robust_lp_reduced` on ``family``, its row generation seeded with the final working set of
     the rule for ``coarse`` (the same rows with aggregated inputs, e.g. loads by area; skipped when None, not
     coarser, or ``family`` has fewer than ``min_inputs`` inputs, where the first round is cheap anyway).
     ``info["coarse_seed"]`` records the coarse solve (inputs, rows, time, margin)."""
     if coarse is None or coarse.k >= family.k or coarse.m_ineq != family.m_ineq or family.k < min_inputs:
-        return solve_robust_lp_reduced(family, weights, threads=threads)
+        return solve_robust_lp_reduced(family, weights, threads=threads, device=device)
     t0 = time.perf_counter()
-    pre = solve_robust_lp_reduced(coarse, weights, threads=threads)
+    pre = solve_robust_lp_reduced(coarse, weights, threads=threads, device=device)
     rows = np.asarray(pre.info.get("working_set_rows", []), dtype=int)
-    sol = solve_robust_lp_reduced(family, weights, threads=threads, seed_rows=rows)
+    sol = solve_robust_lp_reduced(family, weights, threads=threads, seed_rows=rows, device=device)
     sol.info["coarse_seed"] = {"inputs": int(coarse.k), "rows": int(len(rows)), "t_star": pre.t_star, "time_s": pre.solve_time_s}
     sol.solve_time_s = time.perf_counter() - t0
     return sol
@@ -632,7 +780,7 @@ def solve_with_coarse_seed(
 
 def _solve(
     family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float,
-    seed_rows: np.ndarray | None = None,
+    seed_rows: np.ndarray | None = None, device: Any = None,
 ) -> RuleSolution:
     """The body of :func:`solve_robust_lp_reduced`, inside its thread limits."""
     sr = reduce_sparse(family, weights)
@@ -646,7 +794,7 @@ def _solve(
     W = np.zeros((d, q + 1))
     status = "determined"
     if E and d:
-        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows)
+        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows, device=device)
         info["working_set_rows"] = rows_of_expressions(red, S).tolist()
         status = "Solved"
     if sr.solve_normal is None:
@@ -696,6 +844,7 @@ def _polished(red: _Reduced, W: np.ndarray, margins: np.ndarray) -> np.ndarray:
 
 def _rounds(
     red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], seed_rows: np.ndarray | None = None,
+    device: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row generation around :func:`solve_working_set`; returns ``(W: (d, q + 1), the final working set)``.
 
@@ -750,7 +899,7 @@ def _rounds(
                         return True
             return False
 
-        x, t_ws, ipm = solve_working_set(ws, regularization, threads, probe=probe)
+        x, t_ws, ipm = solve_working_set(ws, regularization, threads, probe=probe, device=device)
         ipm_total += ipm["ipm_iterations"]
         for key in ("block_solves", "regularised_steps"):
             info[key] = info.get(key, 0) + ipm.get(key, 0)

@@ -16,7 +16,7 @@ import time
 import torch
 
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
-from hardlinear.methods.ldr import load_rule
+from hardlinear.methods.ldr import check_device_option, load_rule
 from hardlinear.methods.penalty import run_net
 
 
@@ -32,11 +32,13 @@ class Gauge(Method):
         require_positive_margin: bool = True,
         margin: float = 1e-9,
         radius: float | None = None,
+        rule_device: str = "cpu",
     ) -> None:
         super().__init__()
         self.name, self.rule_solver, self.layer_dtype = name, rule_solver, check_dtype(layer_dtype)
         self.require_positive_margin = bool(require_positive_margin)
         self.margin, self.radius = float(margin), radius
+        self.rule_device = check_device_option(rule_device, rule_solver)
         self.t_star = float("nan")
 
     def setup(self, problem, ctx: Context) -> float:
@@ -45,7 +47,9 @@ class Gauge(Method):
 
         self.problem = problem
         ReducedInequalities(problem.family, "the gauge map")  # NotApplicable before the rule's solve
-        self.rule, offline = load_rule(problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype)
+        self.rule, offline = load_rule(
+            problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype, rule_device=self.rule_device
+        )
         self.t_star = float(self.rule.t_star)
         t0 = time.perf_counter()
         self.layer = GaugeMap(problem.family, self.rule, self.margin, self.radius, generator=ctx.generator(offset=59))

@@ -12,7 +12,7 @@ from hardlinear.methods.base import Context, Method, check_dtype
 
 def load_rule(
     problem, ctx: Context, solver: str, require_positive_margin: bool, dtype: torch.dtype,
-    rule_objective: str = "margin", margin_fraction: float = 0.5,
+    rule_objective: str = "margin", margin_fraction: float = 0.5, rule_device: str = "cpu",
 ):
     """Solve (or load from the cache) the problem's decision rule; returns ``(rule on ctx.device, seconds)``.
 
@@ -20,7 +20,7 @@ def load_rule(
     (the paper's portfolio at uncertainty 0.4, ``t* ~ -7e-9``), with a warning: such a rule can miss an
     inequality by about ``|t*|`` at the box vertex that binds, so the guarantee then holds to that level.
     ``rule_objective="cost"``: the cost-aware rule (keeps ``t >= margin_fraction * t*``, minimises the expected
-    objective over the box; docs/cost_aware_rule.md).
+    objective over the box; docs/cost_aware_rule.md). ``rule_device``: where the "reduced" solver runs.
     """
     from hardlinear.layers.decision_rule import solve_decision_rule
 
@@ -28,6 +28,7 @@ def load_rule(
     rule = solve_decision_rule(
         problem, solver=solver, cache_dir=ctx.cache_dir, require_positive_margin=require_positive_margin,
         rule_objective=rule_objective, margin_fraction=margin_fraction, progress=bool(getattr(ctx, "progress", True)),
+        device=rule_device,
     )
     return rule.to(ctx.device, dtype), time.perf_counter() - t0
 
@@ -44,18 +45,20 @@ class LDR(Method):
         require_positive_margin: bool = True,
         rule_objective: str = "margin",
         rule_margin_fraction: float = 0.5,
+        rule_device: str = "cpu",
     ) -> None:
         super().__init__()
         self.name, self.rule_solver, self.layer_dtype = name, rule_solver, check_dtype(layer_dtype)
         self.require_positive_margin = bool(require_positive_margin)
         self.rule_objective, self.rule_margin_fraction = check_rule_options(rule_objective, rule_margin_fraction)
+        self.rule_device = check_device_option(rule_device, rule_solver)
         self.t_star = float("nan")
 
     def setup(self, problem, ctx: Context) -> float:
         self.problem = problem
         self.rule, offline = load_rule(
             problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype,
-            self.rule_objective, self.rule_margin_fraction,
+            self.rule_objective, self.rule_margin_fraction, self.rule_device,
         )
         self.t_star = float(self.rule.t_star)
         self.layer_dtype = output_dtype_for(problem, self.rule, self.layer_dtype, self.name)
@@ -78,6 +81,14 @@ def check_rule_options(rule_objective: str, fraction: float) -> tuple[str, float
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"rule_margin_fraction must be in [0, 1] (the cost rule keeps t >= fraction * t*); got {fraction}")
     return rule_objective, fraction
+
+
+def check_device_option(rule_device: str, rule_solver: str) -> str:
+    """Validate ``rule_device`` at construction (see :func:`~hardlinear.layers.decision_rule.check_rule_device`)."""
+    from hardlinear.layers.decision_rule import check_rule_device
+
+    check_rule_device(rule_device, rule_solver)
+    return rule_device
 
 
 def rule_variant(rule_objective: str, fraction: float) -> str:

@@ -25,7 +25,7 @@ import torch
 
 from hardlinear.layers.rule_checks import output_dtype_for
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
-from hardlinear.methods.ldr import check_rule_options, load_rule, rule_variant
+from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
 from hardlinear.methods.penalty import run_net
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
@@ -46,6 +46,7 @@ class Proposed(Method):
         fused_inference: bool = True,
         rule_objective: str = "margin",
         rule_margin_fraction: float = 0.5,
+        rule_device: str = "cpu",
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -56,6 +57,7 @@ class Proposed(Method):
         self.require_positive_margin = bool(require_positive_margin)
         self.fused_inference = bool(fused_inference)
         self.rule_objective, self.rule_margin_fraction = check_rule_options(rule_objective, rule_margin_fraction)
+        self.rule_device = check_device_option(rule_device, rule_solver)
         self.t_star = float("nan")
         self._projection = None
         self._fused: tuple | None = None  # (weights key, tensors, module): a cache, not a submodule
@@ -66,7 +68,7 @@ class Proposed(Method):
         self.problem = problem
         self.rule, offline = load_rule(
             problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype,
-            self.rule_objective, self.rule_margin_fraction,
+            self.rule_objective, self.rule_margin_fraction, self.rule_device,
         )
         self.t_star = float(self.rule.t_star)
         self.layer_dtype = output_dtype_for(problem, self.rule, self.layer_dtype, self.name)

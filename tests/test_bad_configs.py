@@ -48,10 +48,6 @@ BAD = [
     (["problem.inputs=some_buses"], "problem.inputs must be one of all_buses, loaded_buses, zones, areas; got 'some_buses'"),
     (["problem=dcopf"], "problem.case is required (it is ???)"),
     (["problem=dcopf", "problem.case=pglib_opf_case14_iee"], "close matches: pglib_opf_case14_ieee"),
-    (
-        ["problem=dcopf", "problem.case=pglib_opf_case300_ieee"],
-        "problem.uncertainty is required for pglib_opf_case300_ieee",
-    ),
     (["+problem.case=pglib_opf_case30_ieee"], "problem.case is fixed by problem dcopf_14"),
     (["problem.train.epochs=-3"], "problem.train.epochs must be >= 0; got -3"),
     (

@@ -50,6 +50,7 @@ BAD = [
     (["problem=dcopf", "problem.case=pglib_opf_case14_iee"], "close matches: pglib_opf_case14_ieee"),
     (["+problem.case=pglib_opf_case30_ieee"], "problem.case is fixed by problem dcopf_14"),
     (["problem.train.epochs=-3"], "problem.train.epochs must be >= 0; got -3"),
+    (["data.workers=0"], "data.workers must be >= 1; got 0"),
     (
         ["problem=portfolio", "problem.coupling=mixed"],
         "problem.coupling must be one of shared, independent; got 'mixed'",

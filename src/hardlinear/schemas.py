@@ -107,6 +107,7 @@ DATA: dict[str, tuple[Any, Range | tuple | None]] = {
     "test_size": (int, AT_LEAST_1),
     "test_seed": (int, NON_NEGATIVE),
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
+    "workers": (int, AT_LEAST_1),
 }
 NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE, "dropout": Range(0, 1, hi_open=True)}
 EVAL_RANGES = {

@@ -119,3 +119,33 @@ def test_fused_path_on_the_sparse_projector(monkeypatch, tmp_path) -> None:
     assert float(rel_diff(fused.y, ref.y).max()) < 1e-10
     alpha = fused.extras["alpha"]
     assert bool((alpha > 0).any()) and bool((alpha == 0).any())  # both branches of the blend are exercised
+
+
+def test_particular_matrix_is_the_same_in_both_factorisations() -> None:
+    family = DCOPF("pglib_opf_case30_ieee").family  # inputs=all_buses: buses without load give zero columns
+    svd, lu = EqualityProjector(family, factorisation="svd"), EqualityProjector(family, factorisation="sparse")
+    P_svd, P_lu = svd.particular_matrix(), lu.particular_matrix()
+    assert P_lu.shape == (family.n, family.k + 1)
+    np.testing.assert_allclose(P_lu, P_svd, rtol=0, atol=1e-11 * (1.0 + np.abs(P_svd).max()))
+    assert 0 < lu.active.numel() < family.k  # only the loaded buses' columns are kept
+
+
+def test_rule_skips_zero_columns_of_a_large_rule(monkeypatch, tmp_path) -> None:
+    """Above SPARSE_COLUMNS_MIN_SIZE the rule multiplies only its nonzero input columns: same outputs, and the
+    cached columns follow in-place changes of the weights."""
+    from hardlinear.layers import decision_rule
+    from hardlinear.layers.decision_rule import solve_decision_rule
+
+    problem = DCOPF("pglib_opf_case30_ieee")
+    rule = solve_decision_rule(problem, cache_dir=tmp_path)
+    xi = problem.sample(32, generator=torch.Generator().manual_seed(1)).double()
+    full = rule(xi)
+    assert rule._sparse_columns(torch.float64) is None  # small: the full product, as recorded
+    monkeypatch.setattr(decision_rule, "SPARSE_COLUMNS_MIN_SIZE", 0)
+    active, _, _ = rule._sparse_columns(torch.float64)
+    assert 0 < active.numel() < problem.k
+    assert float((rule(xi) - full).abs().max()) <= 1e-12 * (1.0 + float(full.abs().max()))
+    with torch.no_grad():
+        rule.linear[:, 1 + int(active[0])] *= 2.0  # in place: the cache must notice
+    x = torch.cat([torch.ones(len(xi), 1, dtype=xi.dtype), xi], 1)
+    assert torch.allclose(rule(xi), x @ rule.linear.T, rtol=0, atol=1e-12 * (1.0 + float(full.abs().max())))

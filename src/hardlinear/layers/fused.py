@@ -253,10 +253,10 @@ class FusedProposed(nn.Module):
         object.__setattr__(self, "_layer", (layer,))
         object.__setattr__(self, "_slacks", slacks)
         self.n, self.k, self.out_dtype, self.work = family.n, family.k, out_dtype, work
-        basis, W_proj = proj.consts._buffers["basis"], proj.consts._buffers["W"]
+        basis = proj.consts._buffers["basis"]
         device = basis.device
         basis_np = basis.detach().cpu().double().numpy()  # (n, b): null-space (null form) or row-space basis
-        P = W_proj.detach().cpu().double().numpy()[basis_np.shape[1] :].T  # (n, k + 1): G^+ B_eq
+        P = proj.particular_matrix()  # (n, k + 1): G^+ B_eq
         if proj.form == "null":
             N = basis_np
         else:  # the row form's complement: y - R R' y = N N' y with N the rest of a complete QR of R

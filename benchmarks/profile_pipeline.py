@@ -51,7 +51,8 @@ class RssSampler:
         self._stop.set()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict]:
+    """Run the stages; returns one dict per stage (also printed, and written to ``--out``)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--case", default="pglib_opf_case2000_goc")
     p.add_argument("--uncertainty", type=float, default=None, help="default: the paper's level, else 0.02")
@@ -63,7 +64,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--throughput-batch", type=int, default=1024)
     p.add_argument("--out", default=None, help="JSON output (default: print only)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     torch.set_num_threads(1)
 
     from hardlinear.checkpoint import load_run, save_checkpoint
@@ -154,6 +155,7 @@ def main() -> None:
     print(f"process peak RSS (ru_maxrss): {peak:.0f} MB", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "stages": stages, "ru_maxrss_mb": peak}, indent=2, default=str))
+    return stages
 
 
 if __name__ == "__main__":

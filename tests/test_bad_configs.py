@@ -48,12 +48,9 @@ BAD = [
     (["problem.inputs=some_buses"], "problem.inputs must be one of all_buses, loaded_buses, zones, areas; got 'some_buses'"),
     (["problem=dcopf"], "problem.case is required (it is ???)"),
     (["problem=dcopf", "problem.case=pglib_opf_case14_iee"], "close matches: pglib_opf_case14_ieee"),
-    (
-        ["problem=dcopf", "problem.case=pglib_opf_case300_ieee"],
-        "problem.uncertainty is required for pglib_opf_case300_ieee",
-    ),
     (["+problem.case=pglib_opf_case30_ieee"], "problem.case is fixed by problem dcopf_14"),
     (["problem.train.epochs=-3"], "problem.train.epochs must be >= 0; got -3"),
+    (["data.workers=0"], "data.workers must be >= 1; got 0"),
     (
         ["problem=portfolio", "problem.coupling=mixed"],
         "problem.coupling must be one of shared, independent; got 'mixed'",
@@ -312,3 +309,11 @@ def test_misspelt_key_on_the_command_line_suggests_the_right_key_not_plus(tmp_pa
     assert out.returncode == 1
     assert "unknown key trainer.epoch; did you mean trainer.epochs?" in out.stderr
     assert "use +trainer.epoch" not in out.stderr and not (tmp_path / "cache").exists()
+
+
+def test_setting_a_mandatory_key_is_not_an_unknown_key():
+    """problem=dcopf leaves problem.case as ??? in the composed config: setting it is the point, not a typo."""
+    from hardlinear.overrides import unknown_override_errors
+
+    assert unknown_override_errors(["problem=dcopf", "problem.case=pglib_opf_case2000_goc", "method=proposed"], CONF) == []
+    assert "did you mean problem.case" in unknown_override_errors(["problem=dcopf", "problem.cas=x"], CONF)[0]

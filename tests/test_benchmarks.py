@@ -288,3 +288,17 @@ def test_gpu_benchmark_runs_on_cpu(bench, cache_dir, tmp_path):
     assert "| cpu | 1 | ok | 0.182" in (out / "gpu_summary.md").read_text()
     with pytest.raises(SystemExit, match="needs its uncertainty"):
         mod.main(["--out-dir", str(out), "--cases", "pglib_opf_case2000_goc"])
+
+
+def test_profile_pipeline_runs_every_stage(bench, tmp_path):
+    """benchmarks/profile_pipeline.py at 14 buses: every stage runs (checkpoint reload included) and is reported."""
+    stages = bench("profile_pipeline").main([
+        "--case", "pglib_opf_case14_ieee", "--cache-dir", str(tmp_path / "cache"), "--data", "2", "--steps", "1",
+        "--throughput-batch", "16", "--out", str(tmp_path / "profile.json"),
+    ])
+    names = [s["stage"] for s in stages]
+    assert names[0] == "problem build" and names[-1] == "checkpoint save+load" and len(names) == 11
+    assert all(s["time_s"] >= 0 and s["peak_rss_mb"] > 0 for s in stages)
+    assert stages[-1]["reload"] == "ok"
+    assert stages[names.index("metrics (float64)")]["ineq_viol_worst"] == 0.0
+    assert json.loads((tmp_path / "profile.json").read_text())["stages"][0]["n"] == 123

@@ -2,9 +2,11 @@
 
 import logging
 
+import numpy as np
+import pytest
 import torch
 
-from hardlinear.data import build_dataset
+from hardlinear.data import build_dataset, dataset_key
 from hardlinear.problems import build_problem
 
 
@@ -46,3 +48,21 @@ def test_edited_cache_fails_its_checksum(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         rebuilt = build_dataset(p, "test", 5, seed=2, cache_dir=tmp_path, progress=False)
     assert "checksum" in caplog.text and not rebuilt.from_cache
+
+
+@pytest.mark.parametrize("objective", ["lp", "qp"])  # HiGHS and Clarabel
+def test_reference_solves_are_the_same_whatever_the_worker_count(objective):
+    """data.workers splits the solves over forked processes; every instance is solved from scratch, so the
+    dataset is the same bit for bit (and so is its cache key: workers is not part of it)."""
+    problem = build_problem("dcopf_14", objective=objective)
+    one = build_dataset(problem, "val", 13, 0, cache_dir=None, progress=False)
+    three = build_dataset(problem, "val", 13, 0, cache_dir=None, progress=False, workers=3)
+    assert np.array_equal(one.xi.numpy(), three.xi.numpy())
+    assert np.array_equal(one.y.numpy(), three.y.numpy())
+    assert np.array_equal(one.objective.numpy(), three.objective.numpy())
+    assert len(three.solve_time_s) == 13
+    more = build_dataset(problem, "val", 2, 0, cache_dir=None, progress=False, workers=8)  # more workers than rows
+    assert np.array_equal(more.y.numpy(), one.y.numpy()[:2])
+    assert dataset_key(problem, "val", 13, 0, one.solver) == dataset_key(problem, "val", 13, 0, three.solver)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        build_dataset(problem, "val", 2, 0, cache_dir=None, progress=False, workers=0)

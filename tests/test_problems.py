@@ -74,7 +74,6 @@ def test_any_pglib_case_by_name():
     [
         ({"name": "dcopf_13"}, "choose one of"),
         ({"name": "dcopf", "case": "pglib_opf_case14_iee"}, "unknown PGLib case"),
-        ({"name": "dcopf", "case": "pglib_opf_case5_pjm"}, "no paper uncertainty level"),
         ({"name": "dcopf_14", "uncertainty": 1.4}, "uncertainty must be in"),
         ({"name": "dcopf_14", "uncertainty": -0.1}, "uncertainty must be in"),
         ({"name": "dcopf_14", "form": "canonical"}, "form must be one of"),
@@ -94,3 +93,17 @@ def test_bad_arguments_name_the_fix(kwargs, message):
 def test_loaded_buses_inputs_drop_zero_load_buses():
     p = build_problem("dcopf_14", inputs="loaded_buses")
     assert p.k == 11  # three of the 14 buses carry no load
+
+
+def test_case_without_a_paper_level_gets_the_default_loudly():
+    """A case the paper gives no level for runs at DEFAULT_UNCERTAINTY (loads +-2 %), with a warning that names
+    it, and the level is the problem's identity like any other (so the run's record carries it)."""
+    from hardlinear.problems.dcopf import DEFAULT_UNCERTAINTY, PAPER_UNCERTAINTY
+
+    with pytest.warns(UserWarning, match=r"no paper uncertainty level: using the default uncertainty=0.02"):
+        problem = build_problem("dcopf", case="pglib_opf_case5_pjm")
+    assert problem.uncertainty == DEFAULT_UNCERTAINTY == 0.02
+    assert problem.identity()["uncertainty"] == 0.02
+    explicit = build_problem("dcopf", case="pglib_opf_case5_pjm", uncertainty=0.02)
+    assert explicit.fingerprint() == problem.fingerprint()
+    assert build_problem("dcopf", case="pglib_opf_case30_ieee").uncertainty == PAPER_UNCERTAINTY["pglib_opf_case30_ieee"]

@@ -52,8 +52,20 @@ def checkpoint_path(run_dir: str | os.PathLike) -> Path:
 
 
 def _cpu_state(method: torch.nn.Module) -> dict[str, Any]:
-    """The state dict on the CPU; non-tensor entries (the rule's metadata, ``get_extra_state``) as they are."""
-    return {k: v.detach().to("cpu").clone() if torch.is_tensor(v) else v for k, v in method.state_dict().items()}
+    """The state dict on the CPU; non-tensor entries (the rule's metadata, ``get_extra_state``) as they are.
+
+    A tensor reached under two names (the method's ``rule`` is also its layer's ``safe``) is copied once, so
+    ``torch.save`` writes it once: at 2,000 buses the rule alone is 300 MB."""
+    copies: dict[tuple, torch.Tensor] = {}
+    out: dict[str, Any] = {}
+    for k, v in method.state_dict().items():
+        if torch.is_tensor(v):
+            key = (v.device, v.data_ptr(), v.dtype, tuple(v.shape), v.stride())
+            if key not in copies:
+                copies[key] = v.detach().to("cpu").clone()
+            v = copies[key]
+        out[k] = v
+    return out
 
 
 def _standardisation(method: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -100,12 +100,15 @@ def build_dataset(
     cache_dir: str | os.PathLike | None = "data/cache",
     progress: bool = True,
     inputs: np.ndarray | torch.Tensor | None = None,
+    workers: int = 1,
 ) -> Dataset:
     """Inputs for ``split`` with reference solutions, from the cache when a valid copy exists.
 
     The inputs are ``inputs`` when given, else the problem's fixed inputs for the split
     (``problem.inputs_for(split)``) when it has them, else ``size`` samples from the box seeded by ``seed``;
     given inputs are used whole (``size`` and ``seed`` are then ignored, and a differing ``size`` is logged).
+    ``workers``: processes for the reference solves (:func:`hardlinear.solvers.solve_batch`); the solutions, hence
+    the cache key, do not depend on it.
     """
     if split not in SPLIT_OFFSETS:
         raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}; got {split!r}")
@@ -144,7 +147,7 @@ def build_dataset(
         xi = torch.as_tensor(inputs, dtype=torch.float64)
     else:
         xi = problem.sample(size, generator=torch.Generator().manual_seed(seed + SPLIT_OFFSETS[split]))
-    sol = problem.solve(xi, solver=solver, progress=progress)
+    sol = problem.solve(xi, solver=solver, progress=progress, workers=workers)
     build_time = time.perf_counter() - t0
     arrays = {"xi": xi.numpy(), "y": sol.y, "objective": sol.objective, "solve_time_s": sol.time_s}
     if path is not None:

@@ -187,13 +187,14 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         offline_s = setup_method(method, problem, ctx)
         method.to(ctx.device)
         # --- data: validation and test sets with reference solutions (cached) ---
-        val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
-        test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
+        workers = int(cfg.data.get("workers", 1))
+        val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
+        test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
         # --- training ---
         trainer_cfg = TrainerConfig(**{k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items() if k != "name"})
         supervised = None
         if method.trainable and method.supervised:
-            supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress)
+            supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
         fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised)
         checkpoint = save_checkpoint(run_dir, method, resolved_dict(cfg), probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
         # --- evaluation (timed on the test set) ---

@@ -70,6 +70,8 @@ def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False) if parent else cfg
         keys = [str(k) for k in node.keys()] if OmegaConf.is_dict(node) else []
+        if leaf in keys:
+            continue  # present, with a mandatory value still missing (``???``, e.g. problem.case of problem=dcopf)
         if not keys and parent:
             errors.append(f"unknown key {key}: the config has no section {parent!r}")
             continue

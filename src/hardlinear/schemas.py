@@ -107,6 +107,7 @@ DATA: dict[str, tuple[Any, Range | tuple | None]] = {
     "test_size": (int, AT_LEAST_1),
     "test_seed": (int, NON_NEGATIVE),
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
+    "workers": (int, AT_LEAST_1),
 }
 NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE, "dropout": Range(0, 1, hi_open=True)}
 EVAL_RANGES = {
@@ -376,7 +377,7 @@ def _check_logger(check: _Checker, logger: dict) -> None:
 def _check_problem(check: _Checker, problem: Any) -> None:
     if not isinstance(problem, dict):
         return
-    from hardlinear.problems import PAPER_UNCERTAINTY, PROBLEMS
+    from hardlinear.problems import PROBLEMS
     from hardlinear.problems.base import Form, ObjectiveKind
 
     name = problem.get("name", _UNSET)
@@ -410,13 +411,15 @@ def _check_problem(check: _Checker, problem: Any) -> None:
     }
     ok = check.check_section("problem", values, hints, PROBLEM_RANGES, choices)
     if "case" in hints and "case" not in fixed:
-        _check_case(check, problem, ok, PAPER_UNCERTAINTY)
+        _check_case(check, problem, ok)
     _check_asset_lengths(check, problem, ok)
     if "train" in problem:
         _check_schedule(check, "problem.train", problem["train"])
 
 
-def _check_case(check: _Checker, problem: dict, ok: dict, paper_uncertainty: Mapping[str, float]) -> None:
+def _check_case(check: _Checker, problem: dict, ok: dict) -> None:
+    """A known PGLib case (a missing ``uncertainty`` is not an error: ``DCOPF`` takes the paper's level, or
+    ``DEFAULT_UNCERTAINTY`` with a warning)."""
     case = problem.get("case", _UNSET)
     if case is _UNSET:
         return  # already reported as missing
@@ -433,11 +436,6 @@ def _check_case(check: _Checker, problem: dict, ok: dict, paper_uncertainty: Map
             f"problem.case {case!r} is not a PGLib-OPF case; {near} (hardlinear.problems.available_cases() lists them)"
         )
         return
-    if problem.get("uncertainty") is None and case not in paper_uncertainty:
-        check.error(
-            f"problem.uncertainty is required for {case} (the paper gives levels only for "
-            f"{', '.join(sorted(paper_uncertainty))}); pass problem.uncertainty=r with 0 < r < 1"
-        )
 
 
 _CASE_HINT = "e.g. problem.case=pglib_opf_case300_ieee (hardlinear.problems.available_cases() lists them)"

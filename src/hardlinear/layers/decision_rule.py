@@ -107,11 +107,36 @@ class DecisionRule(torch.nn.Module):
         """``(n_orig, k + 1)``: the rule on the original variables, ``y_orig = F x``."""
         return self.linear[: self.n_orig]
 
+    def _sparse_columns(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """``(active inputs, bias (n,), F_active' (k_active, n))`` when a large rule has input columns that are
+        all zero (DC-OPF with inputs=all_buses: the buses without load), else None. Cached per weights and dtype.
+
+        Why: at 2,000 buses ``F x`` is the training step's largest product and half its columns are zero; below
+        ``SPARSE_COLUMNS_MIN_SIZE`` entries the full product is kept (bit for bit the recorded results)."""
+        linear = self.linear
+        if linear.numel() <= SPARSE_COLUMNS_MIN_SIZE:
+            return None
+        key = (linear.data_ptr(), linear._version, linear.device, dtype)
+        cached = self.__dict__.get("_columns_cache")
+        if cached is None or cached[0] != key:
+            used = (linear[:, 1:] != 0).any(dim=0)
+            parts = None
+            if not bool(used.all()):
+                active = torch.nonzero(used).squeeze(1)
+                parts = (active, linear[:, 0].to(dtype), linear[:, 1:].index_select(1, active).T.contiguous().to(dtype))
+            cached = (key, parts)
+            self.__dict__["_columns_cache"] = cached
+        return cached[1]
+
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k) -> (B, n)`` in ``xi``'s dtype."""
         if xi.ndim != 2 or xi.shape[1] != self.k:
             raise ValueError(f"xi must be (B, {self.k}); got {tuple(xi.shape)}")
         x = lift(xi)
+        parts = self._sparse_columns(x.dtype) if self.quadratic is None else None
+        if parts is not None:
+            active, bias, weight_T = parts
+            return torch.addmm(bias, xi.to(x.dtype).index_select(1, active), weight_T)
         y = x @ self.linear.to(x.dtype).T
         if self.quadratic is None:
             return y
@@ -148,6 +173,11 @@ class DecisionRule(torch.nn.Module):
         return f"k={self.k}, n={self.n}, form={self.form}, t_star={self.t_star:.6g}, binding_row={self.binding_row}"
 
 
+# DecisionRule.forward skips all-zero input columns of rules with more entries than this (case500_goc's standard
+# form, 2.25e6 entries, and everything smaller keep the full product).
+SPARSE_COLUMNS_MIN_SIZE = 4_000_000
+
+
 def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value.detach().to(torch.float64)
@@ -155,18 +185,43 @@ def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
 
 
 # --- solving --------------------------------------------------------------------------------------------
-def _resolve_solver(problem, solver: str) -> str:
+# solver="auto" picks the structured solver (robust_lp_reduced) for the margin rule over a box when the compact
+# problem has more inequality rows than this: measured (benchmarks/README.md) it is 1.2-1.5x faster at case300
+# (1,754 rows) and 6x at case2000_goc by area (13,354 rows; Clarabel: 18-65 min and ~10 GB with every load an
+# input, reduced: ~7 min and 2.3 GB), slower on some of the paper's cases (<= 1,044 rows). 4,000 keeps Clarabel
+# (and the recorded rules) up to case500_goc (3,098 rows) and hands case1354_pegase (7,922) and above to reduced.
+REDUCED_MIN_ROWS = 4000
+
+
+def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str:
     from hardlinear.layers.robust_lp import LP_SOLVERS
     from hardlinear.layers.robust_sdp import SDP_SOLVERS
 
     sdp = problem.compact.input_dependent_lhs
     valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, "reduced")  # reduced: hardlinear.layers.robust_lp_reduced
     if solver == "auto":
-        return "clarabel"
+        return "reduced" if _reduced_applies(problem, rule_objective) else "clarabel"
     if solver not in valid:
         kind = "SDP (input-dependent left-hand side)" if sdp else "robust LP"
         raise ValueError(f"solver {solver!r} cannot solve the {kind}; choose 'auto' or one of {valid}")
     return solver
+
+
+def _reduced_applies(problem, rule_objective: str) -> bool:
+    """Whether ``solver="auto"`` hands ``problem`` to the structured solver: a large LP (more than
+    ``REDUCED_MIN_ROWS`` inequality rows) of the margin rule over a box; the cost rule and input polytopes stay on
+    Clarabel, which is slow at that size (a log line says so)."""
+    compact = problem.compact
+    if compact.input_dependent_lhs or compact.m_ineq <= REDUCED_MIN_ROWS:
+        return False
+    if rule_objective != "margin" or getattr(compact, "polytope", None) is not None:
+        log.warning(
+            "decision rule of %s: %d inequality rows, but the structured solver handles only the margin rule over a "
+            "box; Clarabel solves this %s (expect a long solve: 18-65 min at 2,000 buses)",
+            problem.name, compact.m_ineq, "cost rule" if rule_objective != "margin" else "input polytope",
+        )
+        return False
+    return True
 
 
 def _rule_cost(problem, rule_objective: str):
@@ -260,7 +315,8 @@ def solve_decision_rule(
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
-    ``solver``: "auto" (Clarabel), "clarabel", "highs" (IPX), "pdlp" (HiGHS first-order) or "reduced" (the
+    ``solver``: "auto" (Clarabel; "reduced" for the margin rule over a box above ``REDUCED_MIN_ROWS`` inequality
+    rows), "clarabel", "highs" (IPX), "pdlp" (HiGHS first-order) or "reduced" (the
     structured interior point of :mod:`~hardlinear.layers.robust_lp_reduced`, for large grids) for the LP,
     "clarabel" or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
@@ -281,9 +337,9 @@ def solve_decision_rule(
     from hardlinear.api import as_rule_target
 
     problem = as_rule_target(problem)
-    solver = _resolve_solver(problem, solver)
-    check_rule_device(device, solver)
     _rule_cost(problem, rule_objective)  # a bad objective option fails before any solving
+    solver = _resolve_solver(problem, solver, rule_objective)
+    check_rule_device(device, solver)
     # a cost-aware rule depends on the objective too: its cache key is the whole problem's fingerprint
     fingerprint = problem.constraints_fingerprint() if rule_objective == "margin" else problem.fingerprint()
     variant = _rule_variant(rule_objective, margin_fraction, max_margin)

@@ -16,6 +16,14 @@ The paper's appendix ("Handling equality constraints"): ``y - Gbar (G y - g)`` w
   by a batched Cholesky solve, ``y - G' lambda``, with an optional refinement step; instances whose ``G G'``
   is singular (dependent rows at that ``x``) fall back to the pseudo-inverse.
 
+* Constant sparse ``G`` at large ``n`` (more than ``SPARSE_MIN_N`` columns, e.g. DC-OPF above ~500 buses in the
+  standard form): the SVD's ``n x n`` factor would not fit (3 GB at 2,000 buses, 120 GB at 13,659), so the same
+  null form is built from one sparse LU of ``G G'`` (:mod:`hardlinear.layers.sparse_elimination`): ``N`` from
+  projected random vectors, ``P = G' (G G')^{-1} B_eq``. ``N N'`` and ``P`` are the same matrices as the SVD's (the
+  projector onto ``null(G)`` and the min-norm solution are unique), so outputs agree to rounding
+  (tests/test_sparse_projector.py); memory is ``O(nnz(LU) + n (d + k))``. Dependent rows make ``G G'`` singular:
+  then the SVD is used, with a warning of its memory.
+
 Everything runs in the input's dtype; the float64 constants are cached per (device, dtype).
 """
 
@@ -24,12 +32,17 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import nn
 
 from hardlinear.constraints import ConstraintFamily, InputDependentFamily, JointlyLinearFamily, lift
 
 PROJECTOR_FORMS = ("auto", "null", "row")
+FACTORISATIONS = ("auto", "svd", "sparse")
+# factorisation="auto" uses the sparse LU above this many columns (and the exact dense SVD at or below it, so the
+# paper's cases, n <= 1,527, and case500_goc's 4,497 keep the factorisation their recorded results were made with).
+SPARSE_MIN_N = 5000
 
 
 class Float64Constants(nn.Module):
@@ -65,17 +78,21 @@ class Float64Constants(nn.Module):
         return out
 
 
-def constant_lhs(family: ConstraintFamily, which: str) -> np.ndarray | None:
-    """The constant ``G`` (``which="G"``) or ``H`` of a family as a dense float64 array, or None if it varies.
+def constant_lhs(family: ConstraintFamily, which: str, sparse: bool = False) -> np.ndarray | sp.csr_matrix | None:
+    """The constant ``G`` (``which="G"``) or ``H`` of a family as a dense float64 array (a CSR matrix with
+    ``sparse=True``: large grids, where the dense one alone is gigabytes), or None if it varies.
 
     An :class:`InputDependentFamily` whose slices ``j >= 1`` are all zero is constant too (e.g. the
     portfolio's ``G`` in the compact form, its ``H = [0, -I]`` in the standard form).
     """
     if isinstance(family, JointlyLinearFamily):
-        return getattr(family, which).toarray()
+        M = getattr(family, which)
+        return sp.csr_matrix(M, dtype=np.float64) if sparse else M.toarray()
     if isinstance(family, InputDependentFamily):
         stack = getattr(family, f"{which}_stack")
-        return stack[0].copy() if not np.any(stack[1:]) else None
+        if np.any(stack[1:]):
+            return None
+        return sp.csr_matrix(stack[0], dtype=np.float64) if sparse else stack[0].copy()
     raise TypeError(f"unsupported constraint family {type(family).__name__}")
 
 
@@ -85,31 +102,91 @@ class EqualityProjector(nn.Module):
     Args:
         family: the constraint family (its equality rows are used).
         form: ``"null"``, ``"row"`` or ``"auto"`` (thinner basis) for a constant ``G``; ignored otherwise.
+        factorisation: ``"svd"`` (dense, rank-revealing), ``"sparse"`` (LU of ``G G'``, null form only, full row
+            rank only) or ``"auto"``: sparse above ``SPARSE_MIN_N`` columns when ``form`` is not ``"row"``.
         rank_tol: singular values at or below it are dependent rows (default ``max(m, n) * eps * s_max``).
         refine: extra refinement steps of the per-instance solve (input-dependent ``G``); one step brings
             the float64 residual from ``cond(G G') * eps`` down to about ``cond(G) * eps``.
     """
 
     def __init__(
-        self, family: ConstraintFamily, form: str = "auto", rank_tol: float | None = None, refine: int = 1
+        self, family: ConstraintFamily, form: str = "auto", rank_tol: float | None = None, refine: int = 1,
+        factorisation: str = "auto",
     ) -> None:
         super().__init__()
         if form not in PROJECTOR_FORMS:
             raise ValueError(f"form must be one of {PROJECTOR_FORMS}; got {form!r}")
+        if factorisation not in FACTORISATIONS:
+            raise ValueError(f"factorisation must be one of {FACTORISATIONS}; got {factorisation!r}")
+        if factorisation == "sparse" and form == "row":
+            raise ValueError("factorisation='sparse' builds the null form; use form='null' or 'auto', or factorisation='svd'")
         if rank_tol is not None and rank_tol < 0:
             raise ValueError(f"rank_tol must be >= 0 (or None for the default); got {rank_tol}")
         if refine < 0:
             raise ValueError(f"refine must be >= 0; got {refine}")
         self.n, self.m_eq, self.k = family.n, family.m_eq, family.k
         self.refine = int(refine)
-        G = constant_lhs(family, "G") if family.m_eq else np.zeros((0, family.n))
+        self.factorisation = "svd"
+        G = constant_lhs(family, "G", sparse=True) if family.m_eq else sp.csr_matrix((0, family.n))
         self.input_dependent = G is None
         if self.input_dependent:
             assert isinstance(family, InputDependentFamily)
             self.form, self.rank = "batched", family.m_eq
             self.consts = Float64Constants(G_flat=family.G_stack.reshape(family.k + 1, -1), B_eq_T=family.B_eq.T)
             return
-        self._factorise(G, np.asarray(family.B_eq, dtype=np.float64), form, rank_tol)
+        B_eq = np.asarray(family.B_eq, dtype=np.float64)
+        sparse = factorisation == "sparse" or (factorisation == "auto" and form != "row" and family.n > SPARSE_MIN_N)
+        if sparse and family.m_eq and rank_tol is None and self._factorise_sparse(G, B_eq):
+            return
+        if sparse and family.m_eq:
+            warnings.warn(
+                f"equality projector: the sparse factorisation does not apply (dependent or ill-conditioned rows, "
+                f"or rank_tol given); the dense SVD of G ({G.shape[0]} x {G.shape[1]}) needs about "
+                f"{8 * (G.shape[0] ** 2 + G.shape[1] ** 2) / 1e9:.1f} GB",
+                stacklevel=2,
+            )
+        self._factorise(G.toarray(), B_eq, form, rank_tol)
+
+    # --- constant sparse G at large n: one sparse LU of G G' ---------------------------------------------
+    def _factorise_sparse(self, G: sp.csr_matrix, B_eq: np.ndarray) -> bool:
+        """The null form from :func:`~hardlinear.layers.sparse_elimination.eliminate`; False where it does not
+        apply (the caller then uses the SVD)."""
+        from hardlinear.layers.sparse_elimination import PARTICULAR_TOL, eliminate
+
+        elim = eliminate(G)
+        if elim is None:
+            return False
+        P = elim.min_norm(B_eq)  # (n, k + 1): G^+ B_eq
+        if not elim.residual(P, B_eq) <= PARTICULAR_TOL:
+            return False
+        self.rank, self.form, self.factorisation = G.shape[0], "null", "sparse"
+        # P x from the inputs that move it only (DC-OPF with inputs=all_buses: half the buses carry no load), and
+        # outside the graph: at 2,000 buses the dense [y N, x] @ W of the SVD path costs 3x the flops of this.
+        active = np.flatnonzero(np.any(P[:, 1:] != 0, axis=0))
+        self.register_buffer("active", torch.as_tensor(active, dtype=torch.long), persistent=False)
+        self.consts = Float64Constants(basis=elim.N, p0=P[:, 0], P_T=np.ascontiguousarray(P[:, 1 + active].T))
+        return True
+
+    def particular(self, xi: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """``(B, k) -> P x: (B, n)`` in ``like``'s dtype: the min-norm point of ``{y : G y = B_eq x}`` (constant G)."""
+        xi = xi.to(like.dtype)
+        if self.factorisation == "sparse":
+            p0, P_T = self.consts.get(("p0", "P_T"), like)
+            if P_T.shape[0] == 0:
+                return p0.expand(xi.shape[0], -1)
+            return torch.addmm(p0, xi.index_select(1, self.active), P_T)
+        basis, W = self.consts.get(("basis", "W"), like)
+        return lift(xi) @ W[basis.shape[1] :]
+
+    def particular_matrix(self) -> np.ndarray:
+        """``P = G^+ B_eq: (n, k + 1)`` in float64 (constant ``G``)."""
+        if self.factorisation == "sparse":
+            P = np.zeros((self.n, self.k + 1))
+            P[:, 0] = self.consts._buffers["p0"].cpu().numpy()
+            P[:, 1 + self.active.cpu().numpy()] = self.consts._buffers["P_T"].cpu().numpy().T
+            return P
+        b = self.consts._buffers["basis"].shape[1]
+        return self.consts._buffers["W"].detach().cpu().double().numpy()[b:].T.copy()
 
     # --- constant G: one SVD -------------------------------------------------------------------------
     def _factorise(self, G: np.ndarray, B_eq: np.ndarray, form: str, rank_tol: float | None) -> None:
@@ -145,7 +222,7 @@ class EqualityProjector(nn.Module):
         self.consts = Float64Constants(basis=basis, W=W)
 
     def extra_repr(self) -> str:
-        return f"n={self.n}, m_eq={self.m_eq}, rank={self.rank}, form={self.form}"
+        return f"n={self.n}, m_eq={self.m_eq}, rank={self.rank}, form={self.form}, factorisation={self.factorisation}"
 
     def affine_parametrisation(self, xi: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """``(N, c)`` with ``{y : G(x) y = g(x)} = {N u + c : u}``, ``N`` orthonormal and ``N' c = 0``, in
@@ -163,8 +240,8 @@ class EqualityProjector(nn.Module):
         if not self.input_dependent:
             if self.form != "null":
                 return None
-            basis, W = self.consts.get(("basis", "W"), like)
-            return basis, lift(xi) @ W[basis.shape[1] :]
+            (basis,) = self.consts.get(("basis",), like)
+            return basis, self.particular(xi, like)
         G, g = self.lhs(xi, like)
         U, s, Vh = torch.linalg.svd(G, full_matrices=True)
         tol = max(self.m_eq, self.n) * torch.finfo(like.dtype).eps * s[:, :1]
@@ -182,6 +259,9 @@ class EqualityProjector(nn.Module):
         xi = xi.to(y.dtype)
         if self.input_dependent:
             return self._batched(xi, y)
+        if self.factorisation == "sparse":  # N (N' y) + P x, the gradient through the first term only
+            (basis,) = self.consts.get(("basis",), y)
+            return torch.addmm(self.particular(xi, y), y @ basis, basis.T)
         basis, W = self.consts.get(("basis", "W"), y)
         z = torch.cat([y @ basis, y.new_ones(y.shape[0], 1), xi], dim=1)
         out = z @ W

@@ -76,7 +76,7 @@ class SlackOperator(nn.Module):
         B = np.asarray(family.B_ineq, dtype=np.float64)
         self.has_rhs = bool(np.any(B))
         arrays: dict[str, np.ndarray] = {"B_T": B.T} if self.has_rhs else {}
-        H = constant_lhs(family, "H")
+        H = constant_lhs(family, "H", sparse=True)  # sparse: the standard form's [0, -I] is 2 GB dense at 2,000 buses
         index = np.zeros(0, dtype=np.int64)
         self.start = self.stop = -1
         self.coef = 1.0
@@ -88,29 +88,33 @@ class SlackOperator(nn.Module):
             self.max_row_norm = float("nan")
             used = np.flatnonzero(np.any(family.H_stack, axis=(0, 1)))
         else:
-            self.max_row_norm = float(np.abs(H).sum(axis=1).max()) if self.m else 0.0
-            used = np.flatnonzero(np.any(H, axis=0))
-            nnz = (H != 0).sum(axis=1)
+            H = H.copy()
+            H.eliminate_zeros()
+            H.sum_duplicates()  # canonical CSR: entries in row-major order, as np.nonzero of the dense H
+            self.max_row_norm = float(abs(H).sum(axis=1).max()) if self.m else 0.0
+            used = np.unique(H.indices)
+            nnz = np.diff(H.indptr)
             p = int(nnz.max()) if self.m else 0
-            rows, cols = np.nonzero(H)
-            if p == 1 and np.all(nnz == 1) and np.unique(H[rows, cols]).size == 1:
-                self.mode, self.coef = "select", float(H[rows[0], cols[0]])
+            coo = H.tocoo()
+            rows, cols, vals = coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data
+            if p == 1 and np.all(nnz == 1) and np.unique(vals).size == 1:
+                self.mode, self.coef = "select", float(vals[0])
                 order = np.argsort(rows, kind="stable")
                 idx = cols[order]
                 if np.array_equal(idx, np.arange(idx[0], idx[0] + self.m)):
                     self.start, self.stop = int(idx[0]), int(idx[0]) + self.m
                 index = idx
-            elif p <= GATHER_MAX_NNZ or H.size > DENSE_LIMIT:
+            elif p <= GATHER_MAX_NNZ or self.m * self.n > DENSE_LIMIT:
                 self.mode = "gather"
                 # Rows padded to p entries with coefficient 0 (pointing at column 0).
                 idx, coef = np.zeros((self.m, max(p, 1)), dtype=np.int64), np.zeros((self.m, max(p, 1)))
                 slot = np.arange(rows.size) - np.searchsorted(rows, rows)  # position within its row
-                idx[rows, slot], coef[rows, slot] = cols, H[rows, cols]
+                idx[rows, slot], coef[rows, slot] = cols, vals
                 index = idx.reshape(-1)
                 arrays["coef"] = coef
             else:
                 self.mode = "dense"
-                arrays["H_T"] = H.T
+                arrays["H_T"] = H.toarray().T
         contiguous = used.size and used[-1] - used[0] + 1 == used.size
         self.cols = (int(used[0]), int(used[-1]) + 1) if contiguous else (0, self.n)
         self.register_buffer("index", torch.as_tensor(index, dtype=torch.long), persistent=False)

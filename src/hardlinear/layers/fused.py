@@ -130,7 +130,7 @@ def fold_network(net: nn.Module) -> tuple[list[tuple[torch.Tensor, torch.Tensor]
 
 
 # --- the standard form's slack columns -------------------------------------------------------------------
-def slack_completion(G: np.ndarray, B_eq: np.ndarray, slacks: SlackOperator) -> dict[str, np.ndarray] | None:
+def slack_completion(G: np.ndarray | sp.spmatrix, B_eq: np.ndarray, slacks: SlackOperator) -> dict[str, np.ndarray] | None:
     """How the standard form's slack columns follow from the others, or None when the family is not of that form.
 
     Needs the slacks to be the trailing columns ``[start, n)`` (``H = [0, -I]``, ``h = 0``), each fixed by one
@@ -142,20 +142,26 @@ def slack_completion(G: np.ndarray, B_eq: np.ndarray, slacks: SlackOperator) -> 
     if slacks.has_rhs or slacks.start == 0:
         return None
     start = slacks.start
-    D = G[:, start:]
-    if not np.all((D != 0).sum(axis=0) == 1):
+    G = sp.csr_matrix(G, dtype=np.float64)  # sparse throughout: the dense G is gigabytes on large grids
+    G.eliminate_zeros()
+    D = G[:, start:].tocsc()
+    D.sort_indices()
+    if not np.all(np.diff(D.indptr) == 1):
         return None
-    eq_rows = np.argmax(D != 0, axis=0)  # the one equality row of each slack column
+    eq_rows = D.indices.astype(np.int64)  # the one equality row of each slack column
     if np.unique(eq_rows).size != eq_rows.size or np.any(B_eq[eq_rows, 1:]):
         return None
-    c = D[eq_rows, np.arange(D.shape[1])]
-    GK = G[eq_rows, :start] / c[:, None]
-    nnz = (GK != 0).sum(axis=1)
+    c = D.data
+    GK = sp.csr_matrix(sp.diags(1.0 / c) @ G[eq_rows][:, :start])
+    GK.eliminate_zeros()
+    GK.sum_duplicates()  # canonical: row-major entries, as np.nonzero of the dense matrix
+    nnz = np.diff(GK.indptr)
     p = max(int(nnz.max()), 1)
     idx, coef = np.zeros((GK.shape[0], p), dtype=np.int64), np.zeros((GK.shape[0], p))
-    r, k = np.nonzero(GK)
+    coo = GK.tocoo()
+    r, k = coo.row.astype(np.int64), coo.col.astype(np.int64)
     slot = np.arange(r.size) - np.searchsorted(r, r)
-    idx[r, slot], coef[r, slot] = k, GK[r, k]
+    idx[r, slot], coef[r, slot] = k, coo.data
     return {"h0": B_eq[eq_rows, 0] / c, "idx": idx, "coef": coef, "start": np.array(start)}
 
 
@@ -247,10 +253,10 @@ class FusedProposed(nn.Module):
         object.__setattr__(self, "_layer", (layer,))
         object.__setattr__(self, "_slacks", slacks)
         self.n, self.k, self.out_dtype, self.work = family.n, family.k, out_dtype, work
-        basis, W_proj = proj.consts._buffers["basis"], proj.consts._buffers["W"]
+        basis = proj.consts._buffers["basis"]
         device = basis.device
         basis_np = basis.detach().cpu().double().numpy()  # (n, b): null-space (null form) or row-space basis
-        P = W_proj.detach().cpu().double().numpy()[basis_np.shape[1] :].T  # (n, k + 1): G^+ B_eq
+        P = proj.particular_matrix()  # (n, k + 1): G^+ B_eq
         if proj.form == "null":
             N = basis_np
         else:  # the row form's complement: y - R R' y = N N' y with N the rest of a complete QR of R
@@ -287,7 +293,7 @@ class FusedProposed(nn.Module):
                 f"the rule violates the equalities by {resid / scale:.1e} (relative) > rule_tol {rule_tol:g}"
             )
         if family.m_ineq and not self.direct_rule:
-            H = constant_lhs(family, "H")
+            H = constant_lhs(family, "H", sparse=True)
             B_ineq = np.asarray(family.B_ineq, dtype=np.float64)
             worst_F = float(_box_bound(B_ineq - H @ F, lo, hi)[0].min())
             worst_proj = float(_box_bound(B_ineq - H @ F_proj, lo, hi)[0].min())
@@ -297,7 +303,7 @@ class FusedProposed(nn.Module):
 
         # --- [w | P x] from the inputs that matter; in the standard form P x on the non-slack columns only,
         # with a last column that is 1, and the slacks by a sparse product (<= 2 entries and a constant) ---
-        G, B_eq = constant_lhs(family, "G"), np.asarray(family.B_eq, dtype=np.float64)
+        G, B_eq = constant_lhs(family, "G", sparse=True), np.asarray(family.B_eq, dtype=np.float64)
         comp = slack_completion(G, B_eq, slacks)
         self.cols = int(comp["start"]) if comp is not None else self.n
         M = np.hstack([Phi.T, P[: self.cols].T])  # (k + 1, d + cols)

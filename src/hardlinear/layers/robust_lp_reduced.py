@@ -54,7 +54,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.layers.robust_lp import (
@@ -66,6 +65,7 @@ from hardlinear.layers.robust_lp import (
     _seed,
     find_expression_pairs,
 )
+from hardlinear.layers.sparse_elimination import normal_lu, null_basis
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +143,8 @@ def reduce_sparse(family: JointlyLinearFamily, weights: np.ndarray, seed: int = 
     m, n = G.shape
     if m == 0 or m >= n:
         return SparseReduced(_reduce(family, weights), None, "dense-svd")
-    try:
-        lu = spla.splu(sp.csc_matrix(G @ G.T), permc_spec="COLAMD")
-    except RuntimeError:  # singular: dependent equality rows
+    lu = normal_lu(G)
+    if lu is None:  # singular: dependent equality rows
         return SparseReduced(_reduce(family, weights), None, "dense-svd")
     Beq = _u_coordinates(family.B_eq, family.box)
     Bin = _u_coordinates(family.B_ineq, family.box)
@@ -158,16 +157,10 @@ def reduce_sparse(family: JointlyLinearFamily, weights: np.ndarray, seed: int = 
     resid = np.abs(G @ Fp[:, cols] - Beq[:, cols]).max() / scale
     if not np.isfinite(resid) or resid > 1e-8:  # ill-conditioned or dependent rows: the SVD decides
         return SparseReduced(_reduce(family, weights), None, "dense-svd")
-    d = n - m
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    X -= G.T @ lu.solve(G @ X)
-    X -= G.T @ lu.solve(G @ X)  # a second pass removes what the first left at rounding level
-    N, r = np.linalg.qr(X)
-    diag = np.abs(np.diag(r))
-    null_resid = float(np.abs(G @ N).max()) if d else 0.0
-    if d and (diag.min() < 1e-10 * diag.max() or null_resid > 1e-9 * (1.0 + abs(G).max())):
+    found = null_basis(G, lu, seed)  # m < n here, so d = n - m >= 1
+    if found is None:
         return SparseReduced(_reduce(family, weights), None, "dense-svd")
+    N, null_resid = found
     upper, lower = find_expression_pairs(family.H, Bin[:, active])
     Hu = sp.csr_matrix(family.H)[upper]
     M = np.asarray(Hu @ N)

@@ -39,7 +39,9 @@ no optimum and the paper's gap is on ``c'y``).
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -49,7 +51,9 @@ import scipy.sparse as sp
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, ObjectiveKind, Problem
 
-# The paper's uncertainty levels; any other case needs ``uncertainty`` given explicitly.
+log = logging.getLogger(__name__)
+
+# The paper's uncertainty levels; any other case without ``uncertainty`` gets DEFAULT_UNCERTAINTY.
 PAPER_UNCERTAINTY = {
     "pglib_opf_case14_ieee": 0.4,
     "pglib_opf_case30_ieee": 0.1,
@@ -67,6 +71,11 @@ MATPOWER_QUADRATIC_SOURCE = {
     "pglib_opf_case300_ieee": "case300",
     "pglib_opf_case1354_pegase": "case1354pegase",
 }
+
+# The level of a case the paper gives none for (loads +-2 %): small enough that the large PGLib cases have a rule
+# (case2000_goc at 0.02 does; "no rule at this level" errors name the largest level that has one). A warning says
+# so at construction, and the level is recorded in the run's identity like any other.
+DEFAULT_UNCERTAINTY = 0.02
 
 INPUT_MODES = ("all_buses", "loaded_buses", "zones", "areas")
 SUSCEPTANCES = ("paper", "matpower")
@@ -359,12 +368,16 @@ class DCOPF(Problem):
     ) -> None:
         net = load_network(case)  # first: an unknown case name is the error to report
         if uncertainty is None:
-            if case not in PAPER_UNCERTAINTY:
-                raise ValueError(
-                    f"{case} has no paper uncertainty level; pass uncertainty=r with 0 < r < 1 "
-                    "(pd_i = pd0_i (1 + r xi_i))"
-                )
-            uncertainty = PAPER_UNCERTAINTY[case]
+            uncertainty = PAPER_UNCERTAINTY.get(case)
+        if uncertainty is None:
+            uncertainty = DEFAULT_UNCERTAINTY
+            message = (
+                f"{case} has no paper uncertainty level: using the default uncertainty={DEFAULT_UNCERTAINTY} "
+                f"(loads +-{100 * DEFAULT_UNCERTAINTY:g} %, pd_i = pd0_i (1 + r xi_i)); pass uncertainty=r "
+                "(problem.uncertainty=r) to choose another"
+            )
+            log.warning(message)
+            warnings.warn(message, stacklevel=2)
         if not 0.0 < float(uncertainty) < 1.0:
             raise ValueError(f"uncertainty must be in (0, 1); got {uncertainty}")
         if quadratic_costs not in QUADRATIC_MODES:

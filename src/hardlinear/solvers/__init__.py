@@ -57,6 +57,39 @@ class Solution:
         return all(s == "optimal" for s in self.status)
 
 
+# What a forked worker of solve_batch reads (inherited copy-on-write from the parent: the problem is never pickled).
+_WORKER_JOB: dict = {}
+
+
+def _solve_rows(rows: np.ndarray, backend: QPSolver | None = None, done=None) -> list[SolveResult]:  # noqa: ANN001
+    """Solve the instances ``rows`` of the current job with one backend (a worker builds its own); ``done(1)``
+    after each."""
+    job = _WORKER_JOB
+    problem, xi_np, warm_start = job["problem"], job["xi"], job["warm_start"]
+    backend = backend or make_solver(problem, job["name"], **job["options"])
+    lhs_varies = problem.compact.input_dependent_lhs
+    out = []
+    for i in rows:
+        G, g, H, h = problem.compact.instance(xi_np[i])
+        ws = None if warm_start is None else warm_start[i, : problem.n_orig]
+        out.append(backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=ws))
+        if done is not None:
+            done(1)
+    return out
+
+
+def _parallel_context(workers: int):
+    """The ``fork`` start method (workers share the parent's problem without pickling it), or None where the
+    platform has none (Windows): then solve_batch runs in one process, with a warning."""
+    import multiprocessing as mp
+    import warnings
+
+    if workers > 1 and "fork" not in mp.get_all_start_methods():
+        warnings.warn(f"data.workers={workers}: this platform cannot fork; solving in one process", stacklevel=3)
+        return None
+    return mp.get_context("fork") if workers > 1 else None
+
+
 def solve_batch(
     problem,
     xi: torch.Tensor | np.ndarray,
@@ -64,22 +97,44 @@ def solve_batch(
     progress: bool = False,
     warm_start: np.ndarray | None = None,
     allow_failures: bool = False,
+    workers: int = 1,
     **options,
 ) -> Solution:
     """Solve every instance of ``xi: (B, k)``; raises :class:`SolverError` on any non-optimal solve
-    unless ``allow_failures`` (then the row is NaN and its status says why)."""
+    unless ``allow_failures`` (then the row is NaN and its status says why).
+
+    ``workers > 1``: the instances are split into contiguous blocks solved by that many forked processes, each
+    with its own solver (one thread each). Every instance is solved from scratch (no basis carried over unless
+    ``warm_start`` gives one per instance), so the solutions are the same whatever the number of workers
+    (tests/test_data.py checks this bit for bit)."""
     from tqdm.auto import tqdm
 
+    if int(workers) < 1:
+        raise ValueError(f"workers must be >= 1; got {workers}")
     xi_np = xi.detach().cpu().double().numpy() if isinstance(xi, torch.Tensor) else np.asarray(xi, dtype=np.float64)
     name = solver or problem.default_solver()
-    backend = make_solver(problem, name, **options)
-    lhs_varies = problem.compact.input_dependent_lhs
+    backend = make_solver(problem, name, **options)  # an unknown or missing solver fails here, in this process
+    _WORKER_JOB.update(problem=problem, xi=xi_np, warm_start=warm_start, name=name, options=options)
     results: list[SolveResult] = []
     # disable=None: no bar when the output is not a terminal (a log file of a sweep or a SLURM job)
-    for i in tqdm(range(len(xi_np)), desc=f"{problem.name}: {name}", disable=None if progress else True, leave=False):
-        G, g, H, h = problem.compact.instance(xi_np[i])
-        ws = None if warm_start is None else warm_start[i, : problem.n_orig]
-        results.append(backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=ws))
+    bar = tqdm(total=len(xi_np), desc=f"{problem.name}: {name}", disable=None if progress else True, leave=False)
+    try:
+        workers = min(int(workers), len(xi_np))
+        context = _parallel_context(workers)
+        if context is None:
+            results = _solve_rows(np.arange(len(xi_np)), backend, bar.update)
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+
+            # about four blocks per worker: progress moves, and a slow block does not idle the others long
+            blocks = np.array_split(np.arange(len(xi_np)), 4 * workers)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                for rows, part in zip(blocks, pool.map(_solve_rows, blocks)):
+                    results += part
+                    bar.update(len(rows))
+    finally:
+        bar.close()
+        _WORKER_JOB.clear()
     status = [r.status for r in results]
     bad = [i for i, s in enumerate(status) if s != "optimal"]
     if bad and not allow_failures:

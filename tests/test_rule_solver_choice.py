@@ -1,0 +1,48 @@
+"""``rule_solver=auto``: Clarabel up to ``REDUCED_MIN_ROWS`` inequality rows, the structured solver above it for
+the margin rule over a box (the only program it solves); the cost rule and input polytopes stay on Clarabel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hardlinear.layers import decision_rule
+from hardlinear.layers.decision_rule import _resolve_solver, solve_decision_rule
+from hardlinear.problems import build_problem
+
+
+def test_auto_keeps_clarabel_up_to_case500():
+    """The recorded rules (paper cases, case500_goc of table_large) keep the solver they were made with."""
+    for problem in (build_problem("dcopf_14"), build_problem("dcopf", case="pglib_opf_case500_goc", uncertainty=0.02)):
+        assert problem.compact.m_ineq <= decision_rule.REDUCED_MIN_ROWS
+        assert _resolve_solver(problem, "auto") == "clarabel"
+
+
+def test_auto_picks_reduced_above_the_threshold(monkeypatch, tmp_path):
+    problem = build_problem("dcopf_14", form="inequality")
+    monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", problem.compact.m_ineq - 1)
+    assert _resolve_solver(problem, "auto") == "reduced"
+    assert _resolve_solver(problem, "auto", "cost") == "clarabel"  # the structured solver has no cost rule
+    assert _resolve_solver(problem, "clarabel") == "clarabel"  # an explicit choice is kept
+    auto = solve_decision_rule(problem, solver="auto", cache_dir=tmp_path)
+    assert auto.info["solver"] == "reduced" and not auto.info["cached"]
+    clarabel = solve_decision_rule(problem, solver="clarabel", cache_dir=tmp_path)
+    assert auto.t_star == pytest.approx(clarabel.t_star, rel=1e-6)
+    # the cache is keyed by the solver actually used: an explicit "reduced" finds auto's rule
+    again = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)
+    assert again.info["cached"] and np.array_equal(again.linear.numpy(), auto.linear.numpy())
+
+
+def test_auto_keeps_clarabel_over_a_polytope(monkeypatch):
+    import hardlinear
+
+    rng = np.random.default_rng(0)
+    n, k = 4, 3
+    H = np.vstack([np.eye(n), -np.eye(n)])
+    h = (np.ones(2 * n), 0.1 * rng.standard_normal((2 * n, k)))
+    octahedron = np.array([[a, b, c] for a in (-1.0, 1.0) for b in (-1.0, 1.0) for c in (-1.0, 1.0)])
+    target = hardlinear.LinearConstraints(A_in=octahedron, b_in=np.ones(8), H=H, h=h)
+    assert target.compact.polytope is not None
+    monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", 0)
+    assert _resolve_solver(target, "auto") == "clarabel"
+    assert _resolve_solver(hardlinear.LinearConstraints(lo=-np.ones(k), hi=np.ones(k), H=H, h=h), "auto") == "reduced"

@@ -20,6 +20,7 @@ float32 on a GPU and in float64 on the CPU at the same time.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,12 +110,16 @@ def _torch_matrix(mat: sp.spmatrix | np.ndarray, device: Any, dtype: torch.dtype
         if mat.shape[0] * mat.shape[1] <= DENSE_LIMIT:
             return torch.as_tensor(mat.toarray(), dtype=dtype, device=device)
         csr = sp.csr_matrix(mat)
-        return torch.sparse_csr_tensor(
-            torch.as_tensor(csr.indptr, dtype=torch.int64),
-            torch.as_tensor(csr.indices, dtype=torch.int64),
-            torch.as_tensor(csr.data, dtype=dtype),
-            size=csr.shape,
-        ).to(device)
+        with warnings.catch_warnings():
+            # torch's "sparse CSR support is in beta" notice, once per matrix: the products used here are tested
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+            return torch.sparse_csr_tensor(
+                torch.as_tensor(csr.indptr, dtype=torch.int64),
+                torch.as_tensor(csr.indices, dtype=torch.int64),
+                torch.as_tensor(csr.data, dtype=dtype),
+                size=csr.shape,
+                check_invariants=False,  # scipy's CSR is valid by construction; saying so also silences torch's notice
+            ).to(device)
     return torch.as_tensor(np.asarray(mat), dtype=dtype, device=device)
 
 

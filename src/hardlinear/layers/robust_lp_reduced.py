@@ -62,7 +62,6 @@ from hardlinear.layers.robust_lp import (
     _expression_margins,
     _reduce,
     _Reduced,
-    _seed,
     find_expression_pairs,
 )
 from hardlinear.layers.sparse_elimination import normal_lu, null_basis
@@ -98,6 +97,10 @@ PROBE_GAP = 1e-3
 # iterate's t is within POLISH_WINDOW of the bound, its offset W_0 is also re-optimised (an LP) before checking.
 POLISH_WINDOW = 1e-5
 CERTIFY_GAP = 1e-7
+# The seed's least-squares rows and each round's new rows: d of them, at most WORKING_SET_STEP. A working set of
+# |S| < d expressions is solved in a basis of |S| unknowns per input (_working_set), so its Newton steps cost
+# O(q |S|^3) instead of O(q d^3) (d = 1,444 at case9241_pegase, 4,091 at case13659_pegase).
+WORKING_SET_STEP = 500
 COARSE_SEED_MIN_INPUTS = 200  # solve_with_coarse_seed: below this many inputs the rule is solved directly
 POLISH_ROWS = 1000  # expressions in that LP (the smallest margins of the iterate's rule; at least 4 (d + 1))
 # Per-input Cholesky factors (q d^2 float64) are kept between the two solves of a Newton step up to this size.
@@ -127,6 +130,13 @@ class SparseReduced:
     solve_normal: Any  # b -> (G G')^{-1} b, or None when the dense SVD was used
     method: str  # "sparse-lu" or "dense-svd"
     info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _ReducedSparse(_Reduced):
+    """``_Reduced`` with the grid's sparse rows kept for the offset LP (:class:`_OffsetLP`)."""
+
+    offset_lp: Any = None
 
 
 def _u_coordinates(B: np.ndarray, box: InputBox) -> np.ndarray:
@@ -170,7 +180,11 @@ def reduce_sparse(family: JointlyLinearFamily, weights: np.ndarray, seed: int = 
     lone = lower < 0
     R_lo = np.where(lone, np.inf, Bin[np.where(lone, 0, lower), 0] + HFp[:, 0])
     T = np.zeros((0, 0))  # not needed: _assemble_sparse works from the box directly
-    red = _Reduced(T, active, Fp, N, (np.zeros((0, 0)), np.zeros(0), np.zeros((0, n))), upper, lower, M, C, R_up, R_lo, weights[upper])
+    offset_lp = _OffsetLP(G, Beq[:, 0].copy(), Hu, Bin[upper, 0].copy(), np.where(lone, np.inf, Bin[np.where(lone, 0, lower), 0]))
+    red = _ReducedSparse(
+        T, active, Fp, N, (np.zeros((0, 0)), np.zeros(0), np.zeros((0, n))), upper, lower, M, C, R_up, R_lo, weights[upper],
+        offset_lp=offset_lp,
+    )
     return SparseReduced(red, lu.solve, "sparse-lu", {"eq_residual_particular": float(resid), "null_residual": null_resid})
 
 
@@ -804,13 +818,21 @@ def _solve(
 
 def _best_offset(red: _Reduced, spread: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, float] | None:
     """``(W_0, t)`` maximising ``t`` for the given spreads ``(E,)`` over the expressions ``rows`` (all by default):
-    ``M_e W_0 + w_e t <= R_up_e - spread_e`` and ``-M_e W_0 + w_e t <= R_lo_e - spread_e`` (an LP in ``d + 1``
-    unknowns, HiGHS); None when HiGHS does not solve it. Over every expression with zero spreads its ``t`` bounds
-    the robust LP's optimum from above (every spread is nonnegative)."""
+    ``M_e W_0 + w_e t <= R_up_e - spread_e`` and ``-M_e W_0 + w_e t <= R_lo_e - spread_e``; None when HiGHS does
+    not solve it. Over every expression with zero spreads its ``t`` bounds the robust LP's optimum from above
+    (every spread is nonnegative).
+
+    Written in ``W_0`` this LP is dense (``2 E (d + 1)`` nonzeros: 90 M at case9241_pegase, where HiGHS
+    needed >10 GB and did not finish), so when the elimination was sparse (``red.offset_lp``) it is solved in
+    the grid's own variables instead: ``y = F_p0 + N W_0`` ranges over ``G y = b_eq0``, and the rows read
+    ``H_e y + w_e t <= b_e - spread_e``, a sparse LP of the size of a DC-OPF (:class:`_OffsetLP`)."""
+    rows = np.arange(len(red.w)) if rows is None else np.asarray(rows)
+    lp = getattr(red, "offset_lp", None)
+    if lp is not None:
+        return lp.solve(red, spread, rows)
     from scipy.optimize import linprog
 
     d = red.M.shape[1]
-    rows = np.arange(len(red.w)) if rows is None else rows
     M, w, two = red.M[rows], red.w[rows], red.lower[rows] >= 0
     A_ub = np.vstack([np.hstack([M, w[:, None]]), np.hstack([-M[two], w[two, None]])])
     b_ub = np.concatenate([red.R_up[rows] - spread[rows], red.R_lo[rows][two] - spread[rows][two]])
@@ -819,6 +841,96 @@ def _best_offset(red: _Reduced, spread: np.ndarray, rows: np.ndarray | None = No
         options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
     )
     return (res.x[:d], float(res.x[d])) if res.status == 0 else None
+
+
+@dataclass
+class _OffsetLP:
+    """The offset LP of :func:`_best_offset` in the original variables: ``max t`` over ``(y: (n,), t)`` s.t.
+    ``G y = b_eq0``, ``H_e y + w_e t <= b_up_e - spread_e`` and ``-H_e y + w_e t <= b_lo_e - spread_e`` (``H_e``
+    the expression's upper row, ``b`` the inequality right-hand sides at the box's centre), then
+    ``W_0 = N' (y - F_p0)``. Its nonzeros are those of ``G`` and of the chosen rows of ``H``."""
+
+    G: sp.csr_matrix
+    b_eq0: np.ndarray
+    H_upper: sp.csr_matrix  # (E, n)
+    b_up: np.ndarray  # (E,)
+    b_lo: np.ndarray  # (E,), inf for a lone row
+
+    def solve(self, red: _Reduced, spread: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, float] | None:
+        import highspy
+
+        from hardlinear.solvers.highs import quiet_highs
+
+        m, n = self.G.shape
+        two = red.lower[rows] >= 0
+        Hr = self.H_upper[rows]
+        w = red.w[rows]
+        wcol = sp.csr_matrix(w[:, None])
+        A = sp.vstack([
+            sp.hstack([self.G, sp.csr_matrix((m, 1))]),
+            sp.hstack([Hr, wcol]),
+            sp.hstack([-Hr[two], wcol[two]]),
+        ]).tocsc()
+        inf = highspy.kHighsInf
+        model = highspy.HighsLp()
+        model.num_col_, model.num_row_ = n + 1, A.shape[0]
+        model.col_cost_ = np.r_[np.zeros(n), -1.0]
+        model.col_lower_, model.col_upper_ = np.full(n + 1, -inf), np.full(n + 1, inf)
+        upper = np.concatenate([self.b_eq0, self.b_up[rows] - spread[rows], self.b_lo[rows][two] - spread[rows][two]])
+        model.row_lower_ = np.concatenate([self.b_eq0, np.full(A.shape[0] - m, -inf)])
+        model.row_upper_ = upper
+        model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = A.indptr, A.indices, A.data
+        h = quiet_highs()
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+        h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+        h.passModel(model)
+        h.run()
+        if h.modelStatusToString(h.getModelStatus()) != "Optimal":
+            return None
+        z = np.asarray(h.getSolution().col_value)
+        return red.N.T @ (z[:n] - red.Fp[:, 0]), float(z[n])
+
+
+def _least_squares_rule(red: _Reduced, chunk_rows: int = 8192) -> np.ndarray:
+    """``W: (d, q + 1)``: the columns ``W_j`` minimising ``sum_e (M_e W_j + C_ej)^2 / w_e^2`` (the spreads in least
+    squares), by the normal equations accumulated over chunks of expressions with a ``1e-12`` relative ridge (the
+    minimum-norm solution where ``M`` is rank-deficient, up to that ridge); ``W_0 = 0``. ``O(d^2)`` memory where
+    :func:`numpy.linalg.lstsq` (an SVD of the weighted ``M``) needs copies of ``M`` and its time (at case9241_pegase
+    ``E = 31,701``, ``d = 1,444``)."""
+    E, d = red.M.shape
+    q = red.C.shape[1]
+    W = np.zeros((d, q + 1))
+    if not q or not d:
+        return W
+    gram, rhs = np.zeros((d, d)), np.zeros((d, q))
+    for s in range(0, E, chunk_rows):
+        Mw = red.M[s : s + chunk_rows] / red.w[s : s + chunk_rows, None]
+        gram += Mw.T @ Mw
+        rhs += Mw.T @ (red.C[s : s + chunk_rows] / red.w[s : s + chunk_rows, None])
+    ridge = 1e-12 * max(float(np.trace(gram)) / d, 1e-300)
+    gram[np.diag_indices(d)] += ridge
+    from scipy.linalg import cho_factor, cho_solve
+
+    W[:, 1:] = -cho_solve(cho_factor(gram, check_finite=False), rhs, check_finite=False)
+    return W
+
+
+def _seed_rule(red: _Reduced, n_range: int = 20, n_ls: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """``(expressions, W)``: the seed of :func:`~hardlinear.layers.robust_lp._seed` (the ``n_range`` smallest
+    half-ranges and the ``max(n_ls, d)`` worst expressions of the least-squares rule with its best offset) in
+    ``O(E d)`` memory, and that rule (checked against the zero-spread bound before any interior-point step)."""
+    E, d = red.M.shape
+    halfrange = np.where(red.lower >= 0, (red.R_up + red.R_lo) / 2, red.R_up) / red.w
+    W = _least_squares_rule(red)
+    spread = np.abs(red.M @ W[:, 1:] + red.C).sum(axis=1) if red.C.shape[1] else np.zeros(E)
+    best = _best_offset(red, spread)
+    if best is not None:
+        W[:, 0] = best[0]
+    margins = _expression_margins(red, W)
+    seed = np.concatenate([np.argsort(halfrange)[:n_range], np.argsort(margins)[: max(n_ls, min(d, WORKING_SET_STEP))]])
+    return np.unique(seed), W
 
 
 def _polished(red: _Reduced, W: np.ndarray, margins: np.ndarray) -> np.ndarray:
@@ -835,6 +947,28 @@ def _polished(red: _Reduced, W: np.ndarray, margins: np.ndarray) -> np.ndarray:
     return polished if _expression_margins(red, polished).min() > margins.min() else W
 
 
+def _working_set(red: _Reduced, S: np.ndarray) -> tuple[_WorkingSet, np.ndarray | None]:
+    """The working-set LP of the expressions ``S``, and the basis it is written in.
+
+    Only ``M_S W_j`` enters the working set's LP, and the proximal term ``(eps/2) ||W||^2`` makes every
+    component of ``W_j`` in the null space of ``M_S`` zero: with ``|S| < d`` the LP is written in
+    ``W_j = Q Z_j`` for an orthonormal basis ``Q: (d, |S|)`` of the rows' span (``M_S' = Q R``, so ``M_S Q = R'``),
+    the same LP and the same minimiser with ``|S|`` instead of ``d`` unknowns per column (its blocks are
+    ``|S| x |S|``: at case13659_pegase ``d = 4,091``). Returns ``(ws, Q)``, ``Q`` None when ``|S| >= d``."""
+    M = red.M[S]
+    basis = None
+    if len(S) < M.shape[1]:
+        basis, R = np.linalg.qr(M.T)
+        M = np.ascontiguousarray(R.T)
+    return _WorkingSet(M, red.C[S], red.R_up[S], red.R_lo[S], red.w[S], red.lower[S] >= 0), basis
+
+
+def _full_rule(x: _Point, basis: np.ndarray | None, q: int) -> np.ndarray:
+    """``W: (d, q + 1)`` of an iterate of the working-set LP written in ``basis`` (:func:`_working_set`)."""
+    W = np.column_stack([x.W0, x.W.T]) if q else x.W0[:, None]
+    return W if basis is None else basis @ W
+
+
 def _rounds(
     red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], seed_rows: np.ndarray | None = None,
     device: Any = None,
@@ -847,49 +981,68 @@ def _rounds(
     re-optimised over every expression (:func:`_best_offset`), reaches the zero-spread bound on ``t*``
     (certified optimal); otherwise the last round, which finds no such row, runs to ``IPM_TOL``."""
     d, q, E = red.N.shape[1], red.C.shape[1], len(red.upper)
-    S = _seed(red)
+    tic = time.perf_counter()
+    S, W_seed = _seed_rule(red)
+    info["seed_time_s"] = time.perf_counter() - tic
     if seed_rows is not None and len(seed_rows):
         S = np.unique(np.concatenate([S, expressions_of_rows(red, seed_rows)]))
     info["seed_expressions"] = int(len(S))
     tolerance = lambda t: ROW_TOLERANCE * max(1.0, abs(t))  # noqa: E731
     # every spread is >= 0, so the margin with zero spreads bounds t* from above: a rule whose verified margin
     # over every expression reaches it is optimal, whatever the working set (then the rounds stop)
+    tic = time.perf_counter()
     upper = _best_offset(red, np.zeros(E))
+    info["zero_spread_bound_time_s"] = time.perf_counter() - tic
     t_upper = upper[1] if upper is not None else np.inf
     info["t_upper_zero_spread"] = float(t_upper)
+    bound = t_upper - CERTIFY_GAP * max(abs(t_upper), 1e-12)
+
+    def certify(W: np.ndarray, margins: np.ndarray, t: float) -> tuple[np.ndarray, float] | None:
+        """``(rule, margin)`` when ``W`` (or ``W`` with its offset re-optimised on the expressions nearest to
+        binding, once ``t`` is within ``POLISH_WINDOW`` of the bound) reaches the bound over every expression."""
+        if not np.isfinite(t_upper):
+            return None
+        if margins.min() >= bound:  # the rule itself reaches the bound over every expression
+            return W, float(margins.min())
+        if t >= t_upper - POLISH_WINDOW * max(abs(t_upper), 1e-12):
+            # the rule's spreads with the best offset on the expressions nearest to binding (an LP in d + 1
+            # unknowns), then verified on every expression
+            spread = np.abs(red.M @ W[:, 1:] + red.C).sum(axis=1) if q else np.zeros(E)
+            near = np.argsort(margins)[: max(POLISH_ROWS, 4 * (d + 1))]
+            best = _best_offset(red, spread, near)
+            if best is not None:
+                polished = W.copy()
+                polished[:, 0] = best[0]
+                margin = float(_expression_margins(red, polished).min())
+                if margin >= bound:
+                    return polished, margin
+        return None
+
+    # the least-squares rule with its best offset can already be optimal (then no interior-point step runs)
+    seed_margins = _expression_margins(red, W_seed)
+    info["seed_margin"] = float(seed_margins.min())
+    if seed_margins.min() >= bound:
+        info.update(rounds=0, rows_in_lp=0, t_working_set=float(t_upper), ipm_iterations=0, certified="zero-spread bound (least-squares seed rule)")
+        log.debug("reduced robust LP: the least-squares seed rule's margin %.10g reaches the zero-spread bound %.10g", seed_margins.min(), t_upper)
+        return W_seed, S
     ipm_total = 0
     for rounds in range(1, max_rounds + 1):
-        ws = _WorkingSet(red.M[S], red.C[S], red.R_up[S], red.R_lo[S], red.w[S], red.lower[S] >= 0)
+        ws, basis = _working_set(red, S)
         t_round = time.perf_counter()
         found: dict[str, np.ndarray] = {}
 
-        def probe(x: _Point, t: float, S=S, found=found) -> bool:
-            W = np.column_stack([x.W0, x.W.T]) if q else x.W0[:, None]
+        def probe(x: _Point, t: float, S=S, found=found, basis=basis) -> bool:
+            W = _full_rule(x, basis, q)
             margins = _expression_margins(red, W)
             below = np.flatnonzero(margins < t - tolerance(t))
             fresh = below[~np.isin(below, S)]
             if fresh.size:
                 found["fresh"], found["margins"] = fresh, margins
                 return True
-            if not np.isfinite(t_upper):
-                return False
-            bound = t_upper - CERTIFY_GAP * max(abs(t_upper), 1e-12)
-            if margins.min() >= bound:  # the iterate's rule itself reaches the bound over every expression
-                found["certified"], found["margin"] = W, float(margins.min())
+            done = certify(W, margins, t)
+            if done is not None:
+                found["certified"], found["margin"] = done
                 return True
-            if t >= t_upper - POLISH_WINDOW * max(abs(t_upper), 1e-12):
-                # the iterate's spreads with the best offset on the expressions nearest to binding (an LP in
-                # d + 1 unknowns), then verified on every expression
-                spread = np.abs(red.M @ W[:, 1:] + red.C).sum(axis=1) if q else np.zeros(E)
-                near = np.argsort(margins)[: max(POLISH_ROWS, 4 * (d + 1))]
-                best = _best_offset(red, spread, near)
-                if best is not None:
-                    polished = W.copy()
-                    polished[:, 0] = best[0]
-                    margin = float(_expression_margins(red, polished).min())
-                    if margin >= bound:
-                        found["certified"], found["margin"] = polished, margin
-                        return True
             return False
 
         x, t_ws, ipm = solve_working_set(ws, regularization, threads, probe=probe, device=device)
@@ -898,7 +1051,7 @@ def _rounds(
             info[key] = info.get(key, 0) + ipm.get(key, 0)
         for key, value in ipm.get("timers_s", {}).items():
             info.setdefault("timers_s", {})[key] = info.get("timers_s", {}).get(key, 0.0) + value
-        W = np.column_stack([x.W0, x.W.T]) if q else x.W0[:, None]
+        W = _full_rule(x, basis, q)
         if "certified" in found:
             info.update(rounds=rounds, rows_in_lp=int(len(S)), t_working_set=float(t_upper), ipm_iterations=ipm_total)
             info.update(ipm_gap=float(ipm["gap"]), ipm_stalled=False, certified="zero-spread bound")
@@ -924,7 +1077,7 @@ def _rounds(
         )
         if fresh.size == 0:
             return _polished(red, W, margins), S
-        S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, d)]])
+        S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, min(d, WORKING_SET_STEP))]])
     raise RuntimeError(f"row generation did not converge in {max_rounds} rounds")
 
 

@@ -10,16 +10,21 @@ working set and the time in dense kernels:
    the grid's Laplacian). The dense SVD of ``G`` that :func:`~hardlinear.layers.robust_lp._reduce` uses needs
    ``O(n^2)`` memory (1.5-2 GB at 2,000 buses, ~35 GB at 13,659); this needs ``O(n d)``. Falls back to the SVD
    when ``G`` has dependent rows (then ``G G'`` is singular).
-2. **Closed-form robust rows**, one box-dual per two-sided expression, and **row generation** from the same
-   seed as the interior-point solver (:func:`~hardlinear.layers.robust_lp._seed`), plus optional seed rows
-   (:func:`solve_with_coarse_seed`: the working set of the same grid with loads aggregated by area). A round does
-   not wait for its working set's optimum: from a gap of ``PROBE_GAP`` on, each iterate's rule is checked
-   against every expression, and the round stops at the first one that violates rows outside the set (they are
-   added), or that is **certified optimal**: every spread is nonnegative, so the margin with all spreads zero
-   (an LP in ``d + 1`` unknowns, :func:`_best_offset`) bounds ``t*`` from above, and a rule whose margin over
-   every expression is within ``CERTIFY_GAP`` (1e-7 relative) of that bound is optimal to that gap, whatever the
-   working set (on the large PGLib cases ``t*`` is a generator's half-range, and this ends the solve long
-   before the interior point's slow final steps on its degenerate optimal face).
+2. **Closed-form robust rows**, one box-dual per two-sided expression, and **row generation** from the seed of
+   the interior-point solver (:func:`~hardlinear.layers.robust_lp._seed`: the smallest half-ranges and the worst
+   rows of the least-squares rule, here at most ``WORKING_SET_STEP`` of them, :func:`_seed_rule`), plus optional
+   seed rows (:func:`solve_with_coarse_seed`: the working set of the same grid with loads aggregated by area).
+   A round does not wait for its working set's optimum: from a gap of ``PROBE_GAP`` on, each iterate's rule is
+   checked against every expression, and the round stops at the first one that violates rows outside the set
+   (they are added), or that is **certified optimal**: every spread is nonnegative, so the margin with all spreads
+   zero (:func:`_best_offset`) bounds ``t*`` from above, and a rule whose margin over every expression is within
+   ``CERTIFY_GAP`` (1e-7 relative) of that bound is optimal to that gap, whatever the working set (on the large
+   PGLib cases ``t*`` is a generator's half-range, and this ends the solve long before the interior point's slow
+   final steps on its degenerate optimal face). The seed's own rule is checked the same way before any step.
+   The offset LPs (that bound, the seed's offset, the polish) are solved in the grid's sparse variables
+   (:class:`_OffsetLP`, a DC-OPF-sized LP), not in ``W_0``, where they are dense (``2 E (d + 1)`` nonzeros, which
+   stopped case9241_pegase at 11 GB). A working set of ``|S| < d`` expressions is written in an orthonormal basis
+   of its rows' span (:func:`_working_set`): the same LP and minimiser with ``|S|`` unknowns per input.
 3. **A primal-dual interior point that exploits the block-angular structure** (:func:`solve_working_set`).
    On a working set of ``E`` expressions the LP is, per input ``j`` (``q`` of them), a block ``(W_j, U_j)`` with
    ``-U_ej <= M_e W_j + C_ej <= U_ej``, and the blocks meet only in the ``E`` spread rows and in ``(W_0, t)``.

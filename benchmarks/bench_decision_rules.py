@@ -272,38 +272,58 @@ def _buses(row: dict) -> int | None:
     return int(found.group(1)) if found else None
 
 
+INPUT_MARKERS = {"all loads": "o", "zones": "s", "areas": "^"}
+
+
+def _input_label(row: dict) -> str:
+    """``all loads`` (every bus or every loaded bus an input), ``zones`` or ``areas``."""
+    inputs = row.get("inputs") or "all_buses"
+    return "all loads" if inputs in ("all_buses", "loaded_buses") else inputs
+
+
 def plot_by_buses(csv_path, png_path):
-    """Solve time and peak RSS of every solved DC-OPF row against the grid's buses, one series per solver and
-    input mode (all loads / zones / areas), with the issue's targets: 5 min and 4 GB at 2,000 buses, 1 hour
-    and 20 GB above 6,000 (the interior point's rows have no buses column before issue 20: read from the name)."""
+    """Solve time and peak RSS of every DC-OPF row against the grid's buses: colour by solver, marker by input mode
+    (all loads / zones / areas), each reduced-solver point labelled with its case; a run that failed or was
+    stopped (an error and no t*) is drawn as an open marker at the time and memory it reached, where the row has
+    them. The issue's targets: 5 min and 4 GB at 2,000 buses, 1 hour and 20 GB above 6,000 (the interior
+    point's rows have no buses column before issue 20: read from the name)."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
     import common
 
     with open(csv_path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("solve_time_s") and r.get("t_star") and not r["case"].startswith("portfolio")]
+        rows = [r for r in csv.DictReader(fh) if r.get("solve_time_s") and not r["case"].startswith("portfolio")]
     rows = [r for r in rows if _buses(r)]
     if not rows:
         return None
     fig, (ax_t, ax_m) = common.new_figure(2, ncols=2, size=(5.6, 4.2))
-    series: dict[tuple[str, str], list[dict]] = {}
+    colours = {}
     for r in rows:
-        inputs = r.get("inputs") or "all buses"
-        series.setdefault((r["solver"], "all loads" if inputs in ("all_buses", "loaded_buses", "all buses") else inputs), []).append(r)
-    for (solver, inputs), sel in sorted(series.items()):
-        label = f"{'interior point (Clarabel)' if solver in ('auto', 'clarabel') else solver}, {inputs}"
-        x = [_buses(r) for r in sel]
-        ax_t.scatter(x, [float(r["solve_time_s"]) for r in sel], label=label, alpha=0.8, s=14)
-        ax_m.scatter(x, [float(r["peak_rss_mb"]) / 1024 for r in sel], label=label, alpha=0.8, s=14)
+        solver = "interior point (Clarabel)" if r["solver"] in ("auto", "clarabel") else r["solver"]
+        colour = colours.setdefault(solver, f"C{len(colours)}")
+        inputs, solved = _input_label(r), bool(r.get("t_star"))
+        style = {"marker": INPUT_MARKERS.get(inputs, "D"), "s": 22, "alpha": 0.85}
+        style.update({"color": colour} if solved else {"facecolors": "none", "edgecolors": colour})
+        label = f"{solver}, {inputs}" + ("" if solved else " (failed / stopped)")
+        x = _buses(r)
+        ax_t.scatter(x, float(r["solve_time_s"]), label=label, **style)
+        if r.get("peak_rss_mb"):
+            ax_m.scatter(x, float(r["peak_rss_mb"]) / 1024, label=label, **style)
+        if r["solver"] == "reduced":
+            name = r["case"].replace("pglib_opf_", "").split(":")[0]
+            ax_t.annotate(name, (x, float(r["solve_time_s"])), fontsize=5, xytext=(3, 2), textcoords="offset points")
     for ax, targets, label in ((ax_t, (300, 3600), "solve time (s)"), (ax_m, (4, 20), "peak RSS (GB)")):
         ax.plot([1500, 2500], [targets[0]] * 2, color="grey", ls="--", lw=0.8)
         ax.plot([6000, 14000], [targets[1]] * 2, color="grey", ls=":", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xlim(10, 20000)
         ax.set_xlabel("buses")
         ax.set_ylabel(label + "; targets dashed")
         ax.grid(True, which="both", alpha=0.3)
-    ax_t.legend(fontsize=6)
-    fig.suptitle("Decision rules against grid size (one cold process per row, 1 thread)", fontsize=9)
+    handles, labels = ax_t.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))  # one legend entry per (solver, inputs, outcome)
+    ax_t.legend(unique.values(), unique.keys(), fontsize=5)
+    fig.suptitle("Decision rules against grid size (one cold process per row, 1 thread; marker: inputs)", fontsize=9)
     return common.save_figure(fig, png_path)
 
 

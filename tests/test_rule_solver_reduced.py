@@ -179,3 +179,61 @@ def test_certified_rule_matches_the_interior_point(form):
     assert new.info.get("certified") == "zero-spread bound"
     assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
     _check_rule(problem, new)
+
+
+@pytest.mark.parametrize(("name", "form"), [("dcopf_30", "inequality"), ("dcopf_57", "standard")])
+def test_sparse_working_sets_match_the_interior_point(name, form, monkeypatch):
+    """The working sets solved in the grid's own variables (forced here; by default only from d = 500 on) give
+    the interior point's margin, and the rule passes the independent checks."""
+    import hardlinear.layers.robust_lp_reduced as reduced
+
+    monkeypatch.setattr(reduced, "SPARSE_MIN_NULL_DIM", 0)
+    problem = _problem(name, form)
+    w = row_weights(problem.compact.H, form)
+    new = solve_robust_lp_reduced(problem.compact, w)
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    assert new.info["working_set_solver"] == "sparse (Clarabel)"
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    _check_rule(problem, new)
+
+
+def test_offset_lp_in_grid_variables_equals_the_dense_one():
+    """``_best_offset`` by the sparse LP in ``y`` and by the dense LP in ``W_0``: same optimum, over every
+    expression and over a subset, with zero and with random spreads."""
+    from hardlinear.layers.robust_lp_reduced import _best_offset
+
+    problem = build_problem("dcopf_57", form="inequality")
+    red = reduce_sparse(problem.compact, row_weights(problem.compact.H, "inequality")).red
+    assert red.offset_lp is not None
+    rng = np.random.default_rng(0)
+    E = len(red.w)
+    for spread, rows in ((np.zeros(E), None), (rng.uniform(0, 0.01, E), None), (np.zeros(E), rng.choice(E, 40, replace=False))):
+        sparse_lp = _best_offset(red, spread, rows)
+        lp, red.offset_lp = red.offset_lp, None
+        dense_lp = _best_offset(red, spread, rows)
+        red.offset_lp = lp
+        assert sparse_lp[1] == pytest.approx(dense_lp[1], rel=1e-8, abs=1e-10)
+        sel = np.arange(E) if rows is None else rows  # the offset is feasible for its LP
+        two = red.lower[sel] >= 0
+        MW = red.M[sel] @ sparse_lp[0]
+        assert np.all(MW + red.w[sel] * sparse_lp[1] <= red.R_up[sel] - spread[sel] + 1e-8)
+        assert np.all(-MW[two] + red.w[sel][two] * sparse_lp[1] <= red.R_lo[sel][two] - spread[sel][two] + 1e-8)
+
+
+def test_working_set_smaller_than_the_null_space_is_solved_in_its_span():
+    """A working set of fewer expressions than ``d`` written in a basis of its rows' span: the same margin as in
+    all ``d`` coordinates, and the same rule (the proximal term zeroes the rest)."""
+    from hardlinear.layers.robust_lp_reduced import _full_rule, _working_set, _WorkingSet, solve_working_set
+
+    problem = build_problem("dcopf_200", form="inequality")
+    red = reduce_sparse(problem.compact, row_weights(problem.compact.H, "inequality")).red
+    d, q = red.M.shape[1], red.C.shape[1]
+    halfrange = np.where(red.lower >= 0, (red.R_up + red.R_lo) / 2, red.R_up) / red.w
+    S = np.sort(np.argsort(halfrange)[: d // 2])
+    ws, basis = _working_set(red, S)
+    assert basis is not None and ws.M.shape == (len(S), len(S))
+    full = _WorkingSet(red.M[S], red.C[S], red.R_up[S], red.R_lo[S], red.w[S], red.lower[S] >= 0)
+    x_small, t_small, _ = solve_working_set(ws)
+    x_full, t_full, _ = solve_working_set(full)
+    assert t_small == pytest.approx(t_full, rel=1e-7)
+    np.testing.assert_allclose(_full_rule(x_small, basis, q), _full_rule(x_full, None, q), rtol=0, atol=1e-5 * (1 + np.abs(_full_rule(x_full, None, q)).max()))

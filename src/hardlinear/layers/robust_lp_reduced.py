@@ -111,6 +111,11 @@ WORKING_SET_STEP = 500
 SPARSE_MIN_NULL_DIM = 500
 SPARSE_MAX_INPUTS = 100
 SPARSE_STEP = 2000
+# Tried in this order on each sparse working-set LP: HiGHS's interior point without crossover (no proximal term:
+# any optimal rule), then Clarabel (with it). Clarabel first stopped with NumericalError on case9241_pegase's
+# second working set (1,179 expressions, 117 s for the first); at case6470_rte (one area) HiGHS's rounds took
+# 0.4-2.1 s against Clarabel's 2.6-2.9 s, both certified in 4 rounds.
+SPARSE_LP_SOLVERS = ("highs", "clarabel")
 COARSE_SEED_MIN_INPUTS = 200  # solve_with_coarse_seed: below this many inputs the rule is solved directly
 POLISH_ROWS = 1000  # expressions in that LP (the smallest margins of the iterate's rule; at least 4 (d + 1))
 # Per-input Cholesky factors (q d^2 float64) are kept between the two solves of a Newton step up to this size.
@@ -972,7 +977,7 @@ def solve_working_set_sparse(red: _Reduced, S: np.ndarray, regularization: float
     structured interior point's blocks are ``d x d`` per input (``d = 4,091`` at case13659_pegase). The proximal
     term ``(eps/2) ||y_j||^2`` has the minimiser of ``(eps/2) ||W_j||^2`` (``y_j - F_p,j`` is orthogonal to the
     min-norm ``F_p,j``); ``W = N' (y - F_p)``."""
-    from hardlinear.layers.robust_lp import _solve_clarabel
+    from hardlinear.layers.robust_lp import _solve_clarabel, _solve_highs
 
     lp_data: _OffsetLP = red.offset_lp
     G = lp_data.G
@@ -1001,11 +1006,23 @@ def solve_working_set_sparse(red: _Reduced, S: np.ndarray, regularization: float
     scale = max(1.0, float(np.abs(beq).max(initial=0)), float(np.abs(bin_).max(initial=0)))
     lp = {"Aeq": Aeq, "beq": beq, "Ain": Ain, "bin": bin_, "nonneg": np.arange(ny, ny + 2 * E * q), "nv": nv, "nW": ny, "t": nv - 1}
     tic = time.perf_counter()
-    z, status = _solve_clarabel(lp, regularization * scale, threads)
+    failures = []
+    for solver in SPARSE_LP_SOLVERS:
+        try:
+            if solver == "clarabel":
+                z, status = _solve_clarabel(lp, regularization * scale, threads)
+            else:  # interior point without crossover: no proximal term, any optimal rule
+                z, status = _solve_highs(lp, threads, "ipx")
+            break
+        except RuntimeError as err:  # e.g. Clarabel's NumericalError at case9241_pegase, 1,179 expressions
+            failures.append(f"{solver}: {err}")
+            log.warning("sparse working-set LP (%d expressions): %s; trying the next solver", E, err)
+    else:
+        raise RuntimeError("every solver failed on the sparse working-set LP: " + "; ".join(failures))
     Y = z[:ny].reshape(q + 1, n).T  # (n, q + 1)
     cols = np.concatenate([[0], red.active])
     W = red.N.T @ (Y - red.Fp[:, cols])
-    return W, float(z[nv - 1]), {"status": status, "time_s": time.perf_counter() - tic, "variables": nv, "nnz": int(Aeq.nnz + Ain.nnz)}
+    return W, float(z[nv - 1]), {"status": f"{solver}: {status}", "failures": failures, "time_s": time.perf_counter() - tic, "variables": nv, "nnz": int(Aeq.nnz + Ain.nnz)}
 
 
 def _working_set(red: _Reduced, S: np.ndarray) -> tuple[_WorkingSet, np.ndarray | None]:
@@ -1044,10 +1061,11 @@ def _rounds_sparse(red: _Reduced, S: np.ndarray, regularization: float, threads:
     """The rounds of :func:`_rounds` with every working set solved to optimality in the grid's variables
     (:func:`solve_working_set_sparse`); each round adds up to ``SPARSE_STEP`` of the most violated expressions."""
     tolerance = lambda t: ROW_TOLERANCE * max(1.0, abs(t))  # noqa: E731
-    info["working_set_solver"] = "sparse (Clarabel)"
+    info["working_set_solver"] = "sparse"
     for rounds in range(1, max_rounds + 1):
         W, t_ws, lp_info = solve_working_set_sparse(red, S, regularization, threads)
         info["sparse_lp_time_s"] = info.get("sparse_lp_time_s", 0.0) + lp_info["time_s"]
+        info.setdefault("sparse_lp_status", []).append(lp_info["status"])
         margins = _expression_margins(red, W)
         info.update(rounds=rounds, rows_in_lp=int(len(S)), t_working_set=float(t_ws), ipm_iterations=0)
         done = certify(W, margins, t_ws)
@@ -1119,6 +1137,10 @@ def _rounds(
     # the least-squares rule with its best offset can already be optimal (then no interior-point step runs)
     seed_margins = _expression_margins(red, W_seed)
     info["seed_margin"] = float(seed_margins.min())
+    log.debug(
+        "reduced robust LP setup: seed %d expressions in %.1f s (least-squares rule's margin %.6g), zero-spread bound %.10g in %.1f s",
+        len(S), info["seed_time_s"], info["seed_margin"], t_upper, info["zero_spread_bound_time_s"],
+    )
     if seed_margins.min() >= bound:
         info.update(rounds=0, rows_in_lp=0, t_working_set=float(t_upper), ipm_iterations=0, certified="zero-spread bound (least-squares seed rule)")
         log.debug("reduced robust LP: the least-squares seed rule's margin %.10g reaches the zero-spread bound %.10g", seed_margins.min(), t_upper)

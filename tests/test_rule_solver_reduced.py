@@ -183,20 +183,21 @@ def test_certified_rule_matches_the_interior_point(form):
 
 @pytest.mark.parametrize(("name", "form", "lp_solver"), [("dcopf_30", "inequality", "highs"), ("dcopf_57", "standard", "highs"), ("dcopf_57", "inequality", "clarabel")])
 def test_sparse_working_sets_match_the_interior_point(name, form, lp_solver, monkeypatch):
-    """The working sets solved in the grid's own variables (forced here; by default only from d = 500 on), by
-    HiGHS or Clarabel, give the interior point's margin, and the rule passes the independent checks."""
+    """The working sets solved in the grid's own variables (``working_sets="sparse"``), by HiGHS or Clarabel, give
+    the interior point's margin, and the rule passes the independent checks."""
     import hardlinear.layers.robust_lp_reduced as reduced
 
-    monkeypatch.setattr(reduced, "SPARSE_MIN_NULL_DIM", 0)
     monkeypatch.setattr(reduced, "SPARSE_LP_SOLVERS", (lp_solver,))
     problem = _problem(name, form)
     w = row_weights(problem.compact.H, form)
-    new = solve_robust_lp_reduced(problem.compact, w)
+    new = solve_robust_lp_reduced(problem.compact, w, working_sets="sparse")
     old = solve_robust_lp(problem.compact, w, "clarabel")
     assert new.info["working_set_solver"] == "sparse"
     assert all(status.startswith(lp_solver) for status in new.info["sparse_lp_status"])
     assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
     _check_rule(problem, new)
+    with pytest.raises(ValueError, match="working_sets"):
+        solve_robust_lp_reduced(problem.compact, w, working_sets="dense")
 
 
 def test_offset_lp_in_grid_variables_equals_the_dense_one():

@@ -106,10 +106,7 @@ CERTIFY_GAP = 1e-7
 # |S| < d expressions is solved in a basis of |S| unknowns per input (_working_set), so its Newton steps cost
 # O(q |S|^3) instead of O(q d^3) (d = 1,444 at case9241_pegase, 4,091 at case13659_pegase).
 WORKING_SET_STEP = 500
-# The working sets are solved in the grid's own variables (solve_working_set_sparse) from this null-space
-# dimension on, up to this many inputs; a sparse round adds up to SPARSE_STEP expressions.
-SPARSE_MIN_NULL_DIM = 500
-SPARSE_MAX_INPUTS = 100
+# working_sets="sparse": each round adds up to SPARSE_STEP expressions.
 SPARSE_STEP = 2000
 # Tried in this order on each sparse working-set LP: HiGHS's interior point without crossover (no proximal term:
 # any optimal rule), then Clarabel (with it). Clarabel first stopped with NumericalError on case9241_pegase's
@@ -753,6 +750,7 @@ def solve_robust_lp_reduced(
     regularization: float = REGULARIZATION,
     seed_rows: np.ndarray | None = None,
     device: Any = "cpu",
+    working_sets: str = "structured",
 ) -> RuleSolution:
     """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
     on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
@@ -760,6 +758,7 @@ def solve_robust_lp_reduced(
     ``info["working_set_rows"]`` of the same constraints with aggregated inputs), beside the usual seed.
     ``device``: where the Newton step's heavy kernels run (:func:`backend_device`: "cpu", the default, or
     "cuda"); the elimination, the row generation and the verification stay on the CPU, in float64 everywhere.
+    ``working_sets``: "structured" (the interior point above) or "sparse" (:func:`solve_working_set_sparse`).
     Raises ``RuntimeError`` when the interior point fails and
     :class:`~hardlinear.layers.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
     import torch
@@ -767,6 +766,8 @@ def solve_robust_lp_reduced(
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (family.m_ineq,) or np.any(weights <= 0):
         raise ValueError(f"weights must be ({family.m_ineq},) and positive")
+    if working_sets not in ("structured", "sparse"):
+        raise ValueError(f"working_sets must be 'structured' or 'sparse'; got {working_sets!r}")
     dev = backend_device(device)
     t0 = time.perf_counter()
     previous_threads = torch.get_num_threads()
@@ -777,7 +778,7 @@ def solve_robust_lp_reduced(
 
     with threadpool_limits(limits=max(1, threads)):
         try:
-            sol = _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows, device=dev)
+            sol = _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows, working_sets, device=dev)
             sol.info["device"] = "cpu" if dev is None else ("torch-cpu" if dev.type == "cpu" else str(dev))
             return sol
         finally:
@@ -805,7 +806,7 @@ def solve_with_coarse_seed(
 
 def _solve(
     family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float,
-    seed_rows: np.ndarray | None = None, device: Any = None,
+    seed_rows: np.ndarray | None = None, working_sets: str = "structured", device: Any = None,
 ) -> RuleSolution:
     """The body of :func:`solve_robust_lp_reduced`, inside its thread limits."""
     sr = reduce_sparse(family, weights)
@@ -819,7 +820,7 @@ def _solve(
     W = np.zeros((d, q + 1))
     status = "determined"
     if E and d:
-        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows, device=device)
+        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows, working_sets, device=device)
         info["working_set_rows"] = rows_of_expressions(red, S).tolist()
         status = "Solved"
     if sr.solve_normal is None:
@@ -1047,14 +1048,19 @@ def _full_rule(x: _Point, basis: np.ndarray | None, q: int) -> np.ndarray:
     return W if basis is None else basis @ W
 
 
-def sparse_working_set(red: _Reduced) -> bool:
-    """Whether :func:`_rounds` solves its working sets in the grid's variables (:func:`solve_working_set_sparse`)
-    rather than by the structured interior point: when the elimination was sparse, ``d >= SPARSE_MIN_NULL_DIM``
-    and ``q <= SPARSE_MAX_INPUTS``. The structured step costs ``O(q |S|^3)`` with ``|S|`` up to and past ``d``; the
-    sparse LP grows with ``(q + 1)`` copies of the grid. Measured on the seed's working set (one thread, load ~4):
-    case2000_goc with area inputs (``d = 237``, ``q = 3``) 2.1 s against 31 s; dcopf_118 (``d = 18``, ``q = 99``)
-    4.8 s against 0.8 s."""
-    return getattr(red, "offset_lp", None) is not None and red.M.shape[1] >= SPARSE_MIN_NULL_DIM and red.C.shape[1] <= SPARSE_MAX_INPUTS
+def sparse_working_set(red: _Reduced, working_sets: str) -> bool:
+    """Whether :func:`_rounds` solves its working sets in the grid's variables (:func:`solve_working_set_sparse`,
+    ``working_sets="sparse"``, needs the sparse elimination) rather than by the structured interior point
+    (``"structured"``, the default). Measured (one thread, load 4-5): case6470_rte with one area input, 33-37 s in
+    all against 23 s structured; case9241_pegase with 24 zones, HiGHS's first round (520 expressions) 25 s
+    against 16 s, its rule violating 8,206 rows outside the set (the structured rule: 672), and its second
+    (2,520 expressions) not done after 5 min; Clarabel 117 s on the first, NumericalError on the second. Kept as
+    an option: its cost does not grow with ``d``."""
+    if working_sets not in ("structured", "sparse"):
+        raise ValueError(f"working_sets must be 'structured' or 'sparse'; got {working_sets!r}")
+    if working_sets == "sparse" and getattr(red, "offset_lp", None) is None:
+        raise ValueError("working_sets='sparse' needs the sparse elimination (G with independent rows)")
+    return working_sets == "sparse"
 
 
 def _rounds_sparse(red: _Reduced, S: np.ndarray, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], certify) -> tuple[np.ndarray, np.ndarray]:
@@ -1087,6 +1093,7 @@ def _rounds_sparse(red: _Reduced, S: np.ndarray, regularization: float, threads:
 
 def _rounds(
     red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], seed_rows: np.ndarray | None = None,
+    working_sets: str = "structured",
     device: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row generation around :func:`solve_working_set`; returns ``(W: (d, q + 1), the final working set)``.
@@ -1145,7 +1152,7 @@ def _rounds(
         info.update(rounds=0, rows_in_lp=0, t_working_set=float(t_upper), ipm_iterations=0, certified="zero-spread bound (least-squares seed rule)")
         log.debug("reduced robust LP: the least-squares seed rule's margin %.10g reaches the zero-spread bound %.10g", seed_margins.min(), t_upper)
         return W_seed, S
-    if sparse_working_set(red):
+    if sparse_working_set(red, working_sets):
         return _rounds_sparse(red, S, regularization, threads, max_rounds, info, certify)
     ipm_total = 0
     for rounds in range(1, max_rounds + 1):

@@ -197,6 +197,9 @@ def test_decision_rule_plot_against_buses(bench, tmp_path):
     mod.append_rows(path, rows)
     assert mod.plot_by_buses(path, tmp_path / "rules_buses.png") is not None
     assert (tmp_path / "rules_buses.png").stat().st_size > 0
+    assert mod._input_label(rows[1]) == "all loads" and mod._input_label({"inputs": "zones"}) == "zones"
+    parts = json.loads(mod._time_parts({"timers_s": {"factor": 1.234}, "seed_time_s": 2.0, "working_set_solver": "sparse"}))
+    assert parts == {"factor": 1.23, "seed": 2.0, "working_sets": "sparse"} and mod._time_parts({}) is None
 
 
 def test_training(bench, cache_dir, tmp_path):

@@ -267,7 +267,9 @@ def test_make_tables_cli_renders_each_study_and_the_paper_study_byte_for_byte(tm
     mixed = [_row("dcopf_118", "lp", "proposed", 0, "table_lp", lr=0.001), _row("dcopf_118", "lp", "proposed", 1, "table_lp", lr=0.01)]
     write_runs(tmp_path / "records", mixed, study="mine")
     done = subprocess.run(
-        [sys.executable, "scripts/make_tables.py", "--results", str(paper_csv), str(tmp_path / "records"), "--out", str(tmp_path / "out")],
+        # the paper study: the legacy CSV and its records since the record store (results/paper/runs/, e.g. case2000)
+        [sys.executable, "scripts/make_tables.py", "--results", str(paper_csv), str(root / "results" / "paper" / "runs"),
+         str(tmp_path / "records"), "--out", str(tmp_path / "out")],
         cwd=root, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 1 and "study mine: " in done.stderr and "differ in trainer.lr: 0.001, 0.01" in done.stderr

@@ -8,15 +8,16 @@ run: case, form, solver, t*, binding row, solve time, peak RSS, sizes. Examples:
     python benchmarks/bench_decision_rules.py --cases pglib_opf_case300_ieee:0.1 --forms standard
     python benchmarks/bench_decision_rules.py --csv results/bench_decision_rules.csv
     python benchmarks/bench_decision_rules.py --cases pglib_opf_case500_goc:0.05 --max-uncertainty
-    python benchmarks/bench_decision_rules.py --cases pglib_opf_case2000_goc:0.02:areas --solvers reduced auto
+    python benchmarks/bench_decision_rules.py --cases pglib_opf_case2000_goc:0.02:areas --solvers sparse reduced auto
 
 ``--max-uncertainty`` adds, from a second fresh process per row, the largest uncertainty level at which a rule
 with a positive margin exists (``hardlinear.layers.max_uncertainty_exact``: one LP of the rule's size), with
 its own time and peak RSS.
 
 A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty[:inputs]``
-(``inputs``: ``loaded_buses``, ``zones`` or ``areas``; see ``hardlinear.problems.dcopf``). ``--solvers reduced`` runs the
-structured interior point of ``hardlinear.layers.robust_lp_reduced``; its rows also carry the free dimension ``d``,
+(``inputs``: ``loaded_buses``, ``zones`` or ``areas``; see ``hardlinear.problems.dcopf``). ``--solvers sparse`` runs the
+whole robust LP in the grid's sparse variables (``hardlinear.layers.robust_lp_sparse``: HiGHS IPX, for few inputs),
+``--solvers reduced`` the structured interior point of ``hardlinear.layers.robust_lp_reduced``; its rows also carry the free dimension ``d``,
 the active inputs ``q`` and the rule's unknowns ``d (q + 1)`` beside the full rule's ``n (k + 1)``.
 Nothing is cached: every row is a cold solve (the problem build is not timed). With ``--csv``, the file
 gets the rows (appended), ``<csv stem>.json`` the machine, versions, git sha and settings of this call, and
@@ -85,6 +86,8 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
             problem, solver=solver, find_max_uncertainty=False, require_positive_margin=False, margin_gap=margin_gap
         )
         info = rule.info
+        if solver == "auto":  # which solver auto chose (rows before issue 20's sparse solver say "auto": Clarabel)
+            row["solver"] = f"auto:{info.get('solver')}"
         row.update(
             t_star=rule.t_star, binding_row=rule.binding_row, binding=rule.binding_description,
             status=info.get("status"), lp_variables=info.get("n_variables"), lp_constraints=info.get("n_constraints"),
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     for case in args.cases:
-        valid = SDP_SOLVERS if case.startswith("portfolio") else (*LP_SOLVERS, "reduced")  # the portfolio's rule is an SDP
+        valid = SDP_SOLVERS if case.startswith("portfolio") else (*LP_SOLVERS, "sparse", "reduced")  # the portfolio's rule is an SDP
         for form in args.forms:
             for solver in args.solvers:
                 if solver != "auto" and solver not in valid:
@@ -310,7 +313,8 @@ def plot_by_buses(csv_path, png_path):
     fig, (ax_t, ax_m) = common.new_figure(2, ncols=2, size=(5.6, 4.2))
     colours = {}
     for r in rows:
-        solver = "interior point (Clarabel)" if r["solver"] in ("auto", "clarabel") else r["solver"]
+        chosen = r["solver"].split(":")[-1]  # "auto:sparse" -> sparse
+        solver = "interior point (Clarabel)" if chosen in ("auto", "clarabel") else chosen
         colour = colours.setdefault(solver, f"C{len(colours)}")
         inputs, solved = _input_label(r), bool(r.get("t_star"))
         style = {"marker": INPUT_MARKERS.get(inputs, "D"), "s": 22, "alpha": 0.85}
@@ -320,7 +324,7 @@ def plot_by_buses(csv_path, png_path):
         ax_t.scatter(x, float(r["solve_time_s"]), label=label, **style)
         if r.get("peak_rss_mb"):
             ax_m.scatter(x, float(r["peak_rss_mb"]) / 1024, label=label, **style)
-        if r["solver"] == "reduced":
+        if chosen in ("reduced", "sparse"):
             name = r["case"].replace("pglib_opf_", "").split(":")[0]
             ax_t.annotate(name, (x, float(r["solve_time_s"])), fontsize=5, xytext=(3, 2), textcoords="offset points")
     for ax, targets, label in ((ax_t, (300, 3600), "solve time (s)"), (ax_m, (4, 20), "peak RSS (GB)")):

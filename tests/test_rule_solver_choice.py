@@ -1,5 +1,6 @@
-"""``rule_solver=auto``: Clarabel up to ``REDUCED_MIN_ROWS`` inequality rows, the structured solver above it for
-the margin rule over a box (the only program it solves); the cost rule and input polytopes stay on Clarabel."""
+"""``rule_solver=auto``: Clarabel up to ``REDUCED_MIN_ROWS`` inequality rows; above it, for the margin rule over a
+box (the only program they solve), the sparse solver while its LP has at most ``SPARSE_MAX_NONZEROS`` nonzeros and
+the structured one beyond; the cost rule and input polytopes stay on Clarabel."""
 
 from __future__ import annotations
 
@@ -18,16 +19,23 @@ def test_auto_keeps_clarabel_up_to_case500():
         assert _resolve_solver(problem, "auto") == "clarabel"
 
 
-def test_auto_picks_reduced_above_the_threshold(monkeypatch, tmp_path):
+def test_auto_picks_sparse_then_reduced_above_the_threshold(monkeypatch, tmp_path):
+    from hardlinear.layers import robust_lp_sparse
+
     problem = build_problem("dcopf_14", form="inequality")
     monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", problem.compact.m_ineq - 1)
+    assert _resolve_solver(problem, "auto") == "sparse"  # a small LP in the grid's variables: solved whole
+    sparse = solve_decision_rule(problem, solver="auto", cache_dir=tmp_path)
+    assert sparse.info["solver"] == "sparse"
+    # past SPARSE_MAX_NONZEROS (every load an input on a large grid) the structured row generation takes over
+    monkeypatch.setattr(robust_lp_sparse, "SPARSE_MAX_NONZEROS", robust_lp_sparse.sparse_lp_nonzeros(problem.compact) - 1)
     assert _resolve_solver(problem, "auto") == "reduced"
     assert _resolve_solver(problem, "auto", "cost") == "clarabel"  # the structured solver has no cost rule
     assert _resolve_solver(problem, "clarabel") == "clarabel"  # an explicit choice is kept
     auto = solve_decision_rule(problem, solver="auto", cache_dir=tmp_path)
     assert auto.info["solver"] == "reduced" and not auto.info["cached"]
     clarabel = solve_decision_rule(problem, solver="clarabel", cache_dir=tmp_path)
-    assert auto.t_star == pytest.approx(clarabel.t_star, rel=1e-6)
+    assert auto.t_star == pytest.approx(clarabel.t_star, rel=1e-6) and sparse.t_star == pytest.approx(clarabel.t_star, rel=1e-6)
     # the cache is keyed by the solver actually used: an explicit "reduced" finds auto's rule
     again = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)
     assert again.info["cached"] and np.array_equal(again.linear.numpy(), auto.linear.numpy())
@@ -45,4 +53,4 @@ def test_auto_keeps_clarabel_over_a_polytope(monkeypatch):
     assert target.compact.polytope is not None
     monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", 0)
     assert _resolve_solver(target, "auto") == "clarabel"
-    assert _resolve_solver(hardlinear.LinearConstraints(lo=-np.ones(k), hi=np.ones(k), H=H, h=h), "auto") == "reduced"
+    assert _resolve_solver(hardlinear.LinearConstraints(lo=-np.ones(k), hi=np.ones(k), H=H, h=h), "auto") == "sparse"

@@ -191,6 +191,9 @@ def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
 # input, reduced: ~7 min and 2.3 GB), slower on some of the paper's cases (<= 1,044 rows). 4,000 keeps Clarabel
 # (and the recorded rules) up to case500_goc (3,098 rows) and hands case1354_pegase (7,922) and above to reduced.
 REDUCED_MIN_ROWS = 4000
+# the solvers for large grids, beside the LP solvers of robust_lp: the whole LP kept sparse, and the structured
+# row generation
+LARGE_GRID_SOLVERS = ("sparse", "reduced")
 
 
 def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str:
@@ -198,9 +201,14 @@ def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str
     from hardlinear.layers.robust_sdp import SDP_SOLVERS
 
     sdp = problem.compact.input_dependent_lhs
-    valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, "reduced")  # reduced: hardlinear.layers.robust_lp_reduced
+    # reduced: hardlinear.layers.robust_lp_reduced; sparse: hardlinear.layers.robust_lp_sparse
+    valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, *LARGE_GRID_SOLVERS)
     if solver == "auto":
-        return "reduced" if _reduced_applies(problem, rule_objective) else "clarabel"
+        if not _reduced_applies(problem, rule_objective):
+            return "clarabel"
+        from hardlinear.layers.robust_lp_sparse import SPARSE_MAX_NONZEROS, sparse_lp_nonzeros
+
+        return "sparse" if sparse_lp_nonzeros(problem.compact) <= SPARSE_MAX_NONZEROS else "reduced"
     if solver not in valid:
         kind = "SDP (input-dependent left-hand side)" if sdp else "robust LP"
         raise ValueError(f"solver {solver!r} cannot solve the {kind}; choose 'auto' or one of {valid}")
@@ -208,8 +216,10 @@ def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str
 
 
 def _reduced_applies(problem, rule_objective: str) -> bool:
-    """Whether ``solver="auto"`` hands ``problem`` to the structured solver: a large LP (more than
-    ``REDUCED_MIN_ROWS`` inequality rows) of the margin rule over a box; the cost rule and input polytopes stay on
+    """Whether ``solver="auto"`` hands ``problem`` to a large-grid solver: a large LP (more than
+    ``REDUCED_MIN_ROWS`` inequality rows) of the margin rule over a box, to "sparse" (the whole LP in the grid's
+    variables) while it has at most ``SPARSE_MAX_NONZEROS`` nonzeros (few inputs: zones, areas), else to
+    "reduced" (the structured row generation: every load an input); the cost rule and input polytopes stay on
     Clarabel, which is slow at that size (a log line says so)."""
     compact = problem.compact
     if compact.input_dependent_lhs or compact.m_ineq <= REDUCED_MIN_ROWS:
@@ -256,14 +266,18 @@ def _solve(
     from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
 
     weights = row_weights(problem.compact.H, problem.form)
-    if solver == "reduced":  # the structured interior point for large grids (margin_gap does not apply)
+    if solver in LARGE_GRID_SOLVERS:  # the large-grid solvers (margin_gap does not apply)
         if getattr(problem.compact, "polytope", None) is not None:
-            raise ValueError("rule_solver='reduced' works over an input box; over an input polytope use rule_solver='auto'")
+            raise ValueError(f"rule_solver={solver!r} works over an input box; over an input polytope use rule_solver='auto'")
         if cost is not None:
             raise ValueError(
-                "rule_solver='reduced' solves the margin-only rule; use rule_objective='margin' with it, or "
+                f"rule_solver={solver!r} solves the margin-only rule; use rule_objective='margin' with it, or "
                 "rule_solver='auto' for the cost-aware rule"
             )
+        if solver == "sparse":
+            from hardlinear.layers.robust_lp_sparse import solve_robust_lp_sparse
+
+            return solve_robust_lp_sparse(problem.compact, weights, threads=threads)
         from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
 
         return solve_robust_lp_reduced(problem.compact, weights, threads=threads, device=device)
@@ -315,10 +329,11 @@ def solve_decision_rule(
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
-    ``solver``: "auto" (Clarabel; "reduced" for the margin rule over a box above ``REDUCED_MIN_ROWS`` inequality
-    rows), "clarabel", "highs" (IPX), "pdlp" (HiGHS first-order) or "reduced" (the
-    structured interior point of :mod:`~hardlinear.layers.robust_lp_reduced`, for large grids) for the LP,
-    "clarabel" or "scs" for the SDP.
+    ``solver``: "auto" (Clarabel; above ``REDUCED_MIN_ROWS`` inequality rows, for the margin rule over a box,
+    "sparse" while that LP has at most ``SPARSE_MAX_NONZEROS`` nonzeros, else "reduced"), "clarabel", "highs"
+    (IPX), "pdlp" (HiGHS first-order), "sparse" (the whole LP in the grid's sparse variables,
+    :mod:`~hardlinear.layers.robust_lp_sparse`: few inputs) or "reduced" (the structured interior point of
+    :mod:`~hardlinear.layers.robust_lp_reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
     ``margin_gap``: the LP's relative optimality gap on ``t*`` at which the row generation may stop
     (:func:`~hardlinear.layers.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
@@ -543,8 +558,8 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
     from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
 
     level = getattr(problem, "uncertainty", None)
-    if problem.compact.input_dependent_lhs or level is None or solver == "reduced":
-        return None  # reduced: no scaling LP of its own; the caller bisects with the reduced solver instead
+    if problem.compact.input_dependent_lhs or level is None or solver in LARGE_GRID_SOLVERS:
+        return None  # no scaling LP of their own; the caller bisects with that solver instead
     build = rebuilder(problem)
     if build is None:
         return None

@@ -39,6 +39,11 @@ working set and the time in dense kernels:
 4. **Independent verification** of the rule (:func:`verified_row_margins_chunked`): the worst slack over the box of
    every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
 
+With few inputs (zones, areas) the whole LP kept in the grid's sparse variables is smaller and faster
+(:mod:`~hardlinear.layers.robust_lp_sparse`, which ``solver="auto"`` prefers while it fits): at case9241_pegase
+with one area input this solver's last round stopped 2.3 % below its working set's optimum, though its gap test
+passed (benchmarks/README.md, fourth pass); its rule is safe (the verified margin is reported) but not optimal there.
+
 Tolerances: the interior point stops at relative primal residual and gap ``IPM_TOL`` (1e-9) and dual residual
 ``DUAL_TOL`` (1e-6; the regularisation leaves ~1e-8). Each Newton system carries proximal terms ``PRIMAL_`` /
 ``DUAL_REGULARIZATION`` (1e-8 of the data's scale) in its factorisation; conjugate gradients then solve the exact

@@ -1,0 +1,85 @@
+"""The sparse rule solver (the whole robust LP in the grid's variables, HiGHS IPX) against the interior point of
+``robust_lp`` (Clarabel) and the structured solver, with the same independent verification of every rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_rule_solver_reduced import T_REL, _check_rule, _problem
+
+from hardlinear.layers import solve_decision_rule
+from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
+from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
+from hardlinear.layers.robust_lp_sparse import solve_robust_lp_sparse, sparse_lp_nonzeros
+from hardlinear.problems import build_problem
+
+
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118"])
+def test_sparse_solver_matches_the_interior_point(name, form):
+    problem = _problem(name, form)
+    w = row_weights(problem.compact.H, form)
+    new = solve_robust_lp_sparse(problem.compact, w)
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    assert new.t_star > 0 and new.solver == "sparse"
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    assert new.t_star <= new.info["t_lp"] * (1 + 1e-6)  # the verified margin never exceeds the LP's own t
+    assert new.info["nnz"] <= sparse_lp_nonzeros(problem.compact)  # auto's estimate bounds the LP it builds
+    _check_rule(problem, new)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+@pytest.mark.parametrize("name", ["dcopf_200", "pglib_opf_case300_ieee:0.1"])
+def test_sparse_solver_matches_the_interior_point_on_larger_cases(name, form):
+    problem = _problem(name, form)
+    w = row_weights(problem.compact.H, form)
+    new = solve_robust_lp_sparse(problem.compact, w)
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    _check_rule(problem, new)
+
+
+@pytest.mark.parametrize("inputs", ["zones", "areas"])
+def test_sparse_and_structured_solvers_agree_on_aggregated_inputs(inputs):
+    """Zone / area inputs, the sparse solver's use case (few inputs on a large grid), on case200_activ."""
+    problem = build_problem("dcopf", case="pglib_opf_case200_activ", uncertainty=0.1, inputs=inputs, form="inequality")
+    w = row_weights(problem.compact.H, "inequality")
+    sparse = solve_robust_lp_sparse(problem.compact, w)
+    structured = solve_robust_lp_reduced(problem.compact, w)
+    assert sparse.info["active_inputs"] == problem.compact.k
+    assert sparse.t_star == pytest.approx(structured.t_star, rel=T_REL)
+    _check_rule(problem, sparse)
+
+
+def test_a_fixed_input_keeps_its_nominal_column():
+    """An input with zero radius (lo == hi) moves nothing in the LP; the rule still meets the equalities for it,
+    and agrees with Clarabel's, which drops the same column."""
+    import hardlinear
+
+    rng = np.random.default_rng(3)
+    n, k = 5, 3
+    H = np.vstack([np.eye(n), -np.eye(n)])
+    h = (np.ones(2 * n), 0.1 * rng.standard_normal((2 * n, k)))
+    G = np.ones((1, n))
+    target = hardlinear.LinearConstraints(
+        lo=np.array([-1.0, 0.5, -1.0]), hi=np.array([1.0, 0.5, 1.0]), H=H, h=h, G=G, g=(np.zeros(1), 0.2 * np.ones((1, k)))
+    )
+    w = row_weights(target.compact.H, "standard")
+    new = solve_robust_lp_sparse(target.compact, w)
+    old = solve_robust_lp(target.compact, w, "clarabel")
+    assert new.info["active_inputs"] == 2
+    assert new.t_star == pytest.approx(old.t_star, rel=T_REL)
+    assert np.abs(target.compact.G @ new.F - target.compact.B_eq).max() <= 1e-9
+
+
+def test_decision_rule_accepts_the_sparse_solver(tmp_path):
+    problem = build_problem("dcopf_14")
+    rule = solve_decision_rule(problem, solver="sparse", cache_dir=tmp_path)
+    assert rule.info["solver"] == "sparse" and rule.t_star == pytest.approx(0.182, rel=T_REL)
+    again = solve_decision_rule(problem, solver="sparse", cache_dir=tmp_path)
+    assert again.info["cached"] and again.t_star == rule.t_star
+    with pytest.raises(ValueError, match="sparse"):
+        solve_decision_rule(build_problem("portfolio"), solver="sparse")
+    with pytest.raises(ValueError, match="margin-only"):
+        solve_decision_rule(problem, solver="sparse", rule_objective="cost")

@@ -83,3 +83,30 @@ def test_decision_rule_accepts_the_sparse_solver(tmp_path):
         solve_decision_rule(build_problem("portfolio"), solver="sparse")
     with pytest.raises(ValueError, match="margin-only"):
         solve_decision_rule(problem, solver="sparse", rule_objective="cost")
+
+
+@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_57", "dcopf_118"])
+def test_sparse_level_lp_matches_the_exact_level(name):
+    """The largest uncertainty level by the sparse level LP equals the row-generated one of robust_lp (Clarabel),
+    and the rule at 99 % of it has a positive margin while one at 101 % has none."""
+    from hardlinear.layers import max_uncertainty_exact
+
+    problem = build_problem(name, form="inequality")
+    sparse = max_uncertainty_exact(problem, solver="sparse")
+    clarabel = max_uncertainty_exact(problem, solver="clarabel")
+    assert sparse == pytest.approx(clarabel, rel=1e-5)
+    below = build_problem(name, form="inequality", uncertainty=0.99 * sparse)
+    above = build_problem(name, form="inequality", uncertainty=1.01 * sparse)
+    w = row_weights(below.compact.H, "inequality")
+    assert solve_robust_lp_sparse(below.compact, w).t_star > 0
+    assert solve_robust_lp_sparse(above.compact, w).t_star <= 0
+
+
+def test_sparse_solver_names_the_largest_level_by_its_level_lp():
+    from hardlinear.layers import DecisionRuleInfeasible
+
+    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        solve_decision_rule(problem, solver="sparse")
+    assert err.value.max_uncertainty == pytest.approx(0.5405, abs=2e-4)  # the exact LP's level (README)
+    assert "exact, one LP" in str(err.value)

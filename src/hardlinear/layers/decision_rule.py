@@ -558,8 +558,11 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
     from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
 
     level = getattr(problem, "uncertainty", None)
-    if problem.compact.input_dependent_lhs or level is None or solver in LARGE_GRID_SOLVERS:
-        return None  # no scaling LP of their own; the caller bisects with that solver instead
+    if problem.compact.input_dependent_lhs or level is None:
+        return None
+    solver = _resolve_solver(problem, solver)
+    if solver == "reduced":
+        return None  # no scaling LP of its own; the caller bisects with the reduced solver instead
     build = rebuilder(problem)
     if build is None:
         return None
@@ -570,7 +573,12 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
         scale = 1.0 + np.abs(Bu).max() if Bu.size else 1.0
         if not (np.allclose(Bu[:, 0], Bu_half[:, 0], atol=1e-12 * scale) and np.allclose(Bu[:, 1:], 2.0 * Bu_half[:, 1:], atol=1e-12 * scale)):
             return None
-    kappa, info = max_uncertainty_scaling(full, solver=_resolve_solver(problem, solver), margin_gap=margin_gap)
+    if solver == "sparse":  # the same program, whole, in the grid's sparse variables
+        from hardlinear.layers.robust_lp_sparse import max_uncertainty_scaling_sparse
+
+        kappa, info = max_uncertainty_scaling_sparse(full)
+    else:
+        kappa, info = max_uncertainty_scaling(full, solver=solver, margin_gap=margin_gap)
     log.info("largest uncertainty level of %s: %.6g (kappa %.6g, %d rounds)", problem.name, kappa * level, kappa, info.get("rounds", 0))
     return kappa * level
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -70,8 +71,11 @@ def sparse_lp_nonzeros(family: JointlyLinearFamily) -> int:
 
 
 def _assemble_lp(G: sp.csr_matrix, Hu: sp.csr_matrix, w: np.ndarray, b_up: np.ndarray, b_lo: np.ndarray,
-                 two: np.ndarray, Beq: np.ndarray, Bup: np.ndarray) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
-    """``(A, row_lower, row_upper)`` of the LP in the module docstring; columns ``(y_0..y_q, s_1..s_q, t)``."""
+                 two: np.ndarray, Beq: np.ndarray, Bup: np.ndarray, scaling: bool = False) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
+    """``(A, row_lower, row_upper)`` of the LP in the module docstring; columns ``(y_0..y_q, s_1..s_q, t)``.
+    ``scaling``: the level LP of :func:`max_uncertainty_scaling_sparse` instead, whose last column is
+    ``sigma = 1 / kappa`` and whose ``y_0`` is the scaled offset ``sigma y_0`` (``G y_0 = sigma b_eq0`` and
+    ``H_e y_0 + sum_j s_ej <= sigma b_up_e``)."""
     m, n = G.shape
     E, q = Bup.shape
     ns = E * q
@@ -80,8 +84,11 @@ def _assemble_lp(G: sp.csr_matrix, Hu: sp.csr_matrix, w: np.ndarray, b_up: np.nd
     def zeros(r: int, c: int) -> sp.csr_matrix:
         return sp.csr_matrix((r, c))
 
-    blocks = [sp.hstack([sp.kron(sp.eye(q + 1), G), zeros(m * (q + 1), ns + 1)])]
-    rhs = Beq.T.ravel()
+    last_eq = np.zeros(m * (q + 1))
+    rhs = Beq.T.ravel().copy()
+    if scaling:  # G y_0 - sigma b_eq0 = 0
+        last_eq[:m], rhs[:m] = -Beq[:, 0], 0.0
+    blocks = [sp.hstack([sp.kron(sp.eye(q + 1), G), zeros(m * (q + 1), ns), sp.csr_matrix(last_eq[:, None])])]
     lower, upper = [rhs], [rhs]
     if q:
         HY = sp.hstack([zeros(ns, n), sp.kron(sp.eye(q), Hu)])
@@ -90,19 +97,22 @@ def _assemble_lp(G: sp.csr_matrix, Hu: sp.csr_matrix, w: np.ndarray, b_up: np.nd
         lower += [np.full(ns, -inf), np.full(ns, -inf)]
         upper += [Bup.T.ravel(), -Bup.T.ravel()]
     spread = sp.csr_matrix(sp.hstack([sp.eye(E)] * q)) if q else zeros(E, 0)
-    wcol = sp.csr_matrix(w[:, None])
+    # the margin LP: + w_e t <= b; the level LP: - sigma b <= 0
+    col_up = sp.csr_matrix((-b_up if scaling else w)[:, None])
+    col_lo = sp.csr_matrix((-b_lo[two] if scaling else w[two])[:, None])
     blocks += [
-        sp.hstack([Hu, zeros(E, n * q), spread, wcol]),
-        sp.hstack([-Hu[two], zeros(len(two), n * q), spread[two], wcol[two]]),
+        sp.hstack([Hu, zeros(E, n * q), spread, col_up]),
+        sp.hstack([-Hu[two], zeros(len(two), n * q), spread[two], col_lo]),
     ]
     lower += [np.full(E, -inf), np.full(len(two), -inf)]
-    upper += [b_up, b_lo[two]]
+    upper += [np.zeros(E), np.zeros(len(two))] if scaling else [b_up, b_lo[two]]
     return sp.vstack(blocks).tocsc(), np.concatenate(lower), np.concatenate(upper)
 
 
 def _run_highs(A: sp.csc_matrix, row_lower: np.ndarray, row_upper: np.ndarray, n_free: int, n_spread: int,
-               threads: int, tolerance: float) -> tuple[np.ndarray, str, dict[str, Any]]:
-    """Solve ``max t`` (the last column) with HiGHS IPX, crossover off; ``(x, model status, info)``."""
+               threads: int, tolerance: float, last_cost: float = -1.0) -> tuple[np.ndarray, str, dict[str, Any]]:
+    """Optimise the last column (``max t``: cost -1; ``min sigma``: +1) with HiGHS IPX, crossover off;
+    ``(x, model status, info)``."""
     import highspy
 
     from hardlinear.solvers.highs import quiet_highs
@@ -112,7 +122,7 @@ def _run_highs(A: sp.csc_matrix, row_lower: np.ndarray, row_upper: np.ndarray, n
     model = highspy.HighsLp()
     model.num_col_, model.num_row_ = nv, A.shape[0]
     cost = np.zeros(nv)
-    cost[-1] = -1.0
+    cost[-1] = last_cost
     col_lower = np.full(nv, -inf)
     col_lower[n_free : n_free + n_spread] = 0.0
     model.col_cost_, model.col_lower_, model.col_upper_ = cost, col_lower, np.full(nv, inf)
@@ -136,6 +146,68 @@ def _run_highs(A: sp.csc_matrix, row_lower: np.ndarray, row_upper: np.ndarray, n
     return np.asarray(h.getSolution().col_value), status, info
 
 
+@dataclass
+class _LPData:
+    """The right-hand sides of the LP in u-coordinates: ``Beq`` on the offset and the moving inputs' columns,
+    the expressions (``upper`` rows, ``two``: those with a lower row) and their nominal bounds ``b_up``, ``b_lo``
+    (``inf`` for a lone row), ``Bup`` the upper rows' input columns."""
+
+    active: np.ndarray
+    upper: np.ndarray
+    two: np.ndarray
+    Beq: np.ndarray
+    Bup: np.ndarray
+    b_up: np.ndarray
+    b_lo: np.ndarray
+
+    @classmethod
+    def of(cls, family: JointlyLinearFamily) -> _LPData:
+        Beq, Bin, active = _active_inputs(family)
+        upper, lower = find_expression_pairs(sp.csr_matrix(family.H), Bin[:, active])
+        two = np.flatnonzero(lower >= 0)
+        b_lo = np.full(len(upper), np.inf)
+        b_lo[two] = Bin[lower[two], 0]
+        cols = np.concatenate([[0], active])
+        return cls(active, upper, two, Beq[:, cols], Bin[upper][:, active], Bin[upper, 0], b_lo)
+
+
+def max_uncertainty_scaling_sparse(family: JointlyLinearFamily, threads: int = 1, tolerance: float = IPM_TOLERANCE) -> tuple[float, dict[str, Any]]:
+    """The largest factor ``kappa`` by which the box's radius can be scaled with a rule of margin ``t >= 0``
+    still existing (:func:`~hardlinear.layers.robust_lp.max_uncertainty_scaling`'s program: minimise
+    ``sigma = 1 / kappa`` over the scaled offset and the input columns), as one sparse LP in the grid's variables.
+    Returns the scale that the LP's rule certifies over every expression (``min_e`` nominal slack / spread, in
+    float64; at most the LP's own ``1 / sigma``, ``info["kappa_lp"]``), ``inf`` when nothing needs to shrink."""
+    t0 = time.perf_counter()
+    G, H = sp.csr_matrix(family.G), sp.csr_matrix(family.H)
+    n = G.shape[1]
+    data = _LPData.of(family)
+    q, E = len(data.active), len(data.upper)
+    info: dict[str, Any] = {"active_inputs": q, "expressions": E, "rounds": 1}
+    if q == 0 or E == 0:
+        return float("inf"), {**info, "solve_time_s": time.perf_counter() - t0}
+    Hu = H[data.upper]
+    A, row_lower, row_upper = _assemble_lp(G, Hu, np.ones(E), data.b_up, data.b_lo, data.two, data.Beq, data.Bup, scaling=True)
+    x, status, lp_info = _run_highs(A, row_lower, row_upper, n * (q + 1), E * q, threads, tolerance, last_cost=1.0)
+    info.update(lp_info, status=status, nnz=int(A.nnz))
+    if status == "Infeasible":
+        raise ProgramInfeasible("the rule's equalities G F = B_eq have no solution (HiGHS: infeasible)")
+    if status != "Optimal":
+        raise RuntimeError(f"HiGHS ended the sparse level LP with status {status!r}")
+    sigma = float(x[-1])
+    info["kappa_lp"] = 1.0 / sigma if sigma > 0 else float("inf")
+    Y = x[: n * (q + 1)].reshape(q + 1, n).T
+    if sigma <= 0:
+        info["solve_time_s"] = time.perf_counter() - t0
+        return float("inf"), info
+    offset = Hu @ (Y[:, 0] / sigma)
+    spread = np.abs(np.asarray(Hu @ Y[:, 1:]) - data.Bup).sum(axis=1)
+    slack = np.minimum(data.b_up - offset, data.b_lo + offset)  # inf - ... for lone rows: the upper one decides
+    with np.errstate(divide="ignore", invalid="ignore"):
+        limit = np.where(spread > 0, slack / spread, np.where(slack >= 0, np.inf, 0.0))
+    info["solve_time_s"] = time.perf_counter() - t0
+    return float(max(0.0, limit.min())), info
+
+
 def solve_robust_lp_sparse(
     family: JointlyLinearFamily, weights: np.ndarray, threads: int = 1, tolerance: float = IPM_TOLERANCE
 ) -> RuleSolution:
@@ -148,16 +220,10 @@ def solve_robust_lp_sparse(
     if weights.shape != (family.m_ineq,) or np.any(weights <= 0):
         raise ValueError(f"weights must be ({family.m_ineq},) and positive")
     G, H, box = sp.csr_matrix(family.G), sp.csr_matrix(family.H), family.box
-    m, n = G.shape
-    Beq, Bin, active = _active_inputs(family)
-    q = len(active)
-    upper, lower = find_expression_pairs(H, Bin[:, active])
-    two = np.flatnonzero(lower >= 0)
-    b_lo = np.full(len(upper), np.inf)
-    b_lo[two] = Bin[lower[two], 0]
-    A, row_lower, row_upper = _assemble_lp(
-        G, H[upper], weights[upper], Bin[upper, 0], b_lo, two, Beq[:, np.concatenate([[0], active])], Bin[upper][:, active]
-    )
+    n = G.shape[1]
+    data = _LPData.of(family)
+    active, upper, q = data.active, data.upper, len(data.active)
+    A, row_lower, row_upper = _assemble_lp(G, H[upper], weights[upper], data.b_up, data.b_lo, data.two, data.Beq, data.Bup)
     build_s = time.perf_counter() - t0
     log.info(
         "sparse robust LP: %d inputs, %d expressions, %d x %d, %d nonzeros (built in %.1f s); HiGHS IPX",

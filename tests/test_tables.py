@@ -15,6 +15,7 @@ SIZES = {
     "dcopf_14": {"n": 123, "m_eq": 38, "m_ineq": 84, "k": 14},
     "portfolio": {"n": 16, "m_eq": 2, "m_ineq": 9, "k": 10},
     "pglib_opf_case300_ieee": {"n": 2534, "m_eq": 724, "m_ineq": 1754, "k": 300},
+    "pglib_opf_case500_goc": {"n": 4497, "m_eq": 1229, "m_ineq": 3098, "k": 500},
 }
 PROPOSED_118_LP = [  # seed, gap_mean, gap_worst
     (0, 1.0, 2.0),
@@ -287,6 +288,16 @@ def test_large_case_table_has_our_rows_and_no_paper_figures(tmp_path):
     block = _block(large, "DC-OPF (LP) 300-bus system (PGLib pglib_opf_case300_ieee)")
     assert block["Proposed"][1] == "2" and block["Proposed"][2] == "1.50(3.00)" and block["Proposed"][3] == "-"
     assert "no run of ours" in large.split("500-bus")[1]  # the 500-bus block is there, empty
+
+
+def test_a_budget_stopped_training_is_named_in_its_block(tmp_path):
+    """A run whose training a wall-clock budget cut short is not the paper's schedule: its block says so."""
+    rows = [_row("pglib_opf_case300_ieee", "lp", "proposed", 0, "table_large", **{"train/budget_spent": 1.0, "train/epochs": 87.25}),
+            _row("pglib_opf_case500_goc", "lp", "proposed", 0, "table_large", **{"train/budget_spent": 0.0, "train/epochs": 300.0})]
+    large = make_tables(write_runs(tmp_path / "r", rows), tmp_path / "tables")["table_large.md"].read_text()
+    head, tail = large.split("500-bus")[0], large.split("500-bus")[1]
+    assert "Proposed: training stopped by a wall-clock budget (trainer.time_budget_s), not the full schedule (seed 0: 87.2 epochs)" in head
+    assert "wall-clock budget" not in tail
 
 
 def test_seeds_that_disagree_are_marked_with_every_seed_gap(tmp_path):

@@ -133,7 +133,7 @@ TABLES: dict[str, TableSpec] = {
     "table_qp_add": TableSpec("table_qp_add", "dcopt_qp_add", "DC-OPF (QP), 14, 30 and 57 buses", _dcopf("qp", (14, 30, 57))),
     "table_large": TableSpec(
         "table_large", "", "DC-OPF (LP) on larger PGLib cases, beyond the paper",
-        tuple(BlockSpec(f"pglib_opf_case{c}", "lp") for c in ("300_ieee", "500_goc", "2000_goc")),
+        tuple(BlockSpec(f"pglib_opf_case{c}", "lp") for c in ("300_ieee", "500_goc", "2000_goc", "6470_rte")),
     ),
     "table_pretrain": TableSpec(
         "table_pretrain", "proposedinit", "The proposed method with and without pre-training",
@@ -461,6 +461,18 @@ def _mark_seed_spread(row: list[Cell], label: str, runs) -> str | None:
     return f"{SEED_SPREAD_MARK}{label}: seeds disagree, gap % per seed {per_seed}; the mean hides it"
 
 
+def _budget_note(label: str, runs) -> str | None:
+    """The block note for seeds whose training a wall-clock budget stopped (``trainer.time_budget_s``): their
+    row is not the paper's schedule, and the table must say so; None when no seed's was."""
+    if "train/budget_spent" not in runs.columns:
+        return None
+    cut = [(int(seed), _num(epochs)) for seed, spent, epochs in zip(runs["seed"], runs["train/budget_spent"], runs.get("train/epochs", [math.nan] * len(runs))) if _num(spent) > 0]
+    if not cut:
+        return None
+    seeds = ", ".join(f"seed {seed}: {fmt(epochs, 1)} epochs" for seed, epochs in cut)
+    return f"{label}: training stopped by a wall-clock budget (trainer.time_budget_s), not the full schedule ({seeds})"
+
+
 def method_order(key: RowKey) -> tuple:
     """Sort key of rows of ours: ``METHOD_ORDER``, then name, variant, pre-trained before not."""
     rank = METHOD_ORDER.index(key.method) if key.method in METHOD_ORDER else len(METHOD_ORDER)
@@ -495,6 +507,7 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
                 stats = summarize(runs, MAIN_METRICS) if len(runs) and not diverged else None
                 rows.append(_main_row(label, stats, pr, diverged or _not_run(skipped, bspec.problem, objective, key), "diverged" if diverged else "not run"))
                 spread_notes.append(None if diverged else _mark_seed_spread(rows[-1], label, runs))
+                spread_notes.append(_budget_note(label, runs))
             extra_keys = sorted(set(sub["_key"]) - claimed, key=method_order) if spec.extras else []
             for key in extra_keys:
                 runs = one_per_seed(of_key(sub, key), spec.name)
@@ -504,6 +517,7 @@ def build_table(spec: TableSpec, df, skipped=None) -> Table:
                 stats = None if diverged else summarize(runs, MAIN_METRICS)
                 rows.append(_main_row(method_label(key), stats, None, diverged or "not run", "diverged" if diverged else "not run"))
                 spread_notes.append(None if diverged else _mark_seed_spread(rows[-1], method_label(key), runs))
+                spread_notes.append(_budget_note(method_label(key), runs))
             blocks.append(Block(
                 problem_title(bspec.problem, objective), _sizes(sub), paper.paper_sizes(bspec.problem),
                 _block_notes(bspec, objective, form, paper_objective, has_paper) + [n for n in spread_notes if n], rows,

@@ -40,9 +40,11 @@ working set and the time in dense kernels:
    every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
 
 With few inputs (zones, areas) the whole LP kept in the grid's sparse variables is smaller and faster
-(:mod:`~hardlinear.layers.robust_lp_sparse`, which ``solver="auto"`` prefers while it fits): at case9241_pegase
-with one area input this solver's last round stopped 2.3 % below its working set's optimum, though its gap test
-passed (benchmarks/README.md, fourth pass); its rule is safe (the verified margin is reported) but not optimal there.
+(:mod:`~hardlinear.layers.robust_lp_sparse`, which ``solver="auto"`` prefers while it fits). At case9241_pegase
+with one area input this solver's rule is 2.3 % below the optimum: the proximal term ``(eps/2) ||W||^2`` below,
+1e-9 of the data's scale (1,987 there), is 0.063 at the optimal rule (``||W||^2`` = 63,143) against a margin of
+0.0057, so the regularised optimum trades margin for a smaller rule (benchmarks/README.md, fourth pass). Its rule is
+safe (the verified margin is reported) but not optimal there.
 
 Tolerances: the interior point stops at relative primal residual and gap ``IPM_TOL`` (1e-9) and dual residual
 ``DUAL_TOL`` (1e-6; the regularisation leaves ~1e-8). Each Newton system carries proximal terms ``PRIMAL_`` /

@@ -559,6 +559,9 @@ class LayerPath(nn.Module):
         return self.stats()
 
 
+_REPORTED: set[str] = set()  # the reasons already logged by fuse()
+
+
 def fuse(method, rule_tol: float = RULE_TOL) -> nn.Module:
     """The inference module of a set-up :class:`~hardlinear.methods.proposed.Proposed`: a
     :class:`FusedProposed` built from its current weights, or a :class:`LayerPath` (reason logged) when the
@@ -571,6 +574,10 @@ def fuse(method, rule_tol: float = RULE_TOL) -> nn.Module:
     except NotFusable as err:
         name = f"{getattr(method.problem, 'name', '?')} ({getattr(method.problem, 'form', '?')})"
         msg = f"fused inference unavailable for {name}: {err}; using the unfused layer (same outputs, slower)"
-        log.warning(msg)
-        warnings.warn(msg, stacklevel=2)
+        if msg in _REPORTED:  # rebuilt after each optimizer step: said once a process, not at every validation
+            log.debug(msg)
+        else:
+            _REPORTED.add(msg)
+            log.warning(msg)
+            warnings.warn(msg, stacklevel=2)
         return LayerPath(method, str(err))

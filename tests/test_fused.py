@@ -286,6 +286,32 @@ def test_fused_agrees_with_the_layer_wherever_it_applies(cache_dir, linear_npz, 
     assert_feasible(problem, xi, got.y)
 
 
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+def test_a_null_space_wider_than_the_last_hidden_layer_fuses(cache_dir, form):
+    """``u = N' y_task`` is a ``d x h`` layer for any ``d``: at case6470_rte ``d = 760`` against 256 hidden units
+    (once refused). Here ``d = 18`` (case118) against 8."""
+    problem = build_problem("dcopf_118", form=form)
+    method = Proposed(out_of_domain="count", fused_inference=True)
+    torch.manual_seed(0)
+    network = {"hidden": 8, "layers": 2, "batch_norm": True}
+    method.setup(problem, Context(cache_dir=cache_dir, dtype=torch.float64, progress=False, network=network))
+    method.eval()
+    with torch.no_grad():  # y_task = rule(mid) + 3 W (z(xi) - z(mid)), as make_method
+        last, mid = method.net.net[-1], torch.as_tensor(problem.box.mid, dtype=torch.float64)[None]
+        last.weight.mul_(3.0)
+        last.bias.copy_(method.rule(mid)[0] - (method.net.net[:-1](mid) @ last.weight.T)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        fused = method.fused_module()
+    assert isinstance(fused, FusedProposed) and fused.d == 18 > last.weight.shape[1]
+    xi = inputs(problem)
+    got, want = both(method, xi)
+    assert float(rel_diff(got.y, want.y).max()) <= 1e-12
+    assert float((got.extras["alpha"] - want.extras["alpha"]).abs().max()) <= 1e-12
+    assert int((want.extras["alpha"] > 0).sum()) >= 5 and int((want.extras["alpha"] == 0).sum()) >= 5
+    assert_feasible(problem, xi, got.y)
+
+
 def test_inequality_form_uses_the_dense_path(cache_dir):
     problem = build_problem("dcopf_14", form="inequality")
     method = make_method(problem, cache_dir, sigma=SIGMA["dcopf_14"])

@@ -11,7 +11,9 @@ with ``N: (n, d)`` an orthonormal null-space basis of ``G`` and ``P = G^+ B_eq``
 * **Network**: ``Standardize`` and eval-mode batch normalisation are affine, so they fold into the linear
   layers: ``z = relu(W_2 relu(W_1 xi + b_1) + b_2)``, the last hidden activation.
 * **Projection**: ``y_task = W_L z + b_L`` enters ``y_TN`` only through ``u = N' y_task = (N' W_L) z + N' b_L``,
-  a ``d x h`` layer (``d = 31`` at 200 buses instead of ``n = 1527`` outputs): ``y_TN = P x + N u``.
+  a ``d x h`` layer (``d = 31`` at 200 buses instead of ``n = 1527`` outputs): ``y_TN = P x + N u``. This holds
+  for any ``d``, also above the width ``h`` (``d = 760`` at case6470_rte against ``h = 256``: the unfused path's
+  ``n x h`` layer and two ``n x d`` products become one ``d x h`` and one ``n x d``).
 * **Safe output**: the rule ``y_SN = F x`` enters through its null coordinates ``w = (N' F) x``, a ``d x (k + 1)``
   matrix: the fused path blends with ``F~ x = P x + N w``, the rule projected onto the equalities. ``F - F~ =
   G^+ (G F - B_eq)`` is the rule's own equality residual (~1e-15 of its size over the box for the solved
@@ -46,8 +48,7 @@ of float64 slacks); ``y_TN`` is rounded to float32 *before* its slacks are taken
 (``alpha = 0``) is returned exactly as checked; the hidden layers run in the network's dtype.
 
 Anything else (an input-dependent ``G(x)``, the portfolio's standard form: the projection needs a per-instance
-factorisation of ``G(x) G(x)'`` and its rule is quadratic; no equalities; a null space wider than the hidden
-layer; a non-affine safe network) raises :class:`NotFusable`, and :func:`fuse` returns :class:`LayerPath`,
+factorisation of ``G(x) G(x)'`` and its rule is quadratic; no equalities; a non-affine safe network) raises :class:`NotFusable`, and :func:`fuse` returns :class:`LayerPath`,
 the unfused layer behind the same interface, with a warning that names the reason.
 """
 
@@ -267,8 +268,6 @@ class FusedProposed(nn.Module):
 
         # --- the network: folded hidden layers in the network's dtype, the last layer onto N ---
         hidden, (W_L, b_L) = fold_network(net)
-        if d > W_L.shape[1]:
-            raise NotFusable(f"null space ({d}) wider than the last hidden layer ({W_L.shape[1]})")
         self.net_dtype = _module_dtype(net) or torch.float32
         self.hidden = [(W.to(device, self.net_dtype), b.to(device, self.net_dtype)) for W, b in hidden]
         Nt = torch.as_tensor(N, device=device)

@@ -44,7 +44,7 @@ def write_runs(root, rows, study="t"):
     """Each row as the record of one run under ``root`` (its config: the settings the row's cell shares)."""
     for i, r in enumerate(rows):
         config = {"seed": r["seed"], "problem": {"name": r["problem"]}, "method": {"name": r["method"], "penalty": r["penalty"]},
-                  "trainer": {"lr": r.pop("lr", 0.001)}}
+                  "trainer": {"lr": r.pop("lr", 0.001), **({"epochs": r.pop("planned_epochs")} if "planned_epochs" in r else {})}}
         reason = r.pop("reason", "")
         results.write_record(root / f"run{i}", {"identity": r["config_hash"], "study": study, "status": r["status"],
                                                 "reason": reason, "row": r, "config": config})
@@ -292,11 +292,11 @@ def test_large_case_table_has_our_rows_and_no_paper_figures(tmp_path):
 
 def test_a_budget_stopped_training_is_named_in_its_block(tmp_path):
     """A run whose training a wall-clock budget cut short is not the paper's schedule: its block says so."""
-    rows = [_row("pglib_opf_case300_ieee", "lp", "proposed", 0, "table_large", **{"train/budget_spent": 1.0, "train/epochs": 87.25}),
+    rows = [_row("pglib_opf_case300_ieee", "lp", "proposed", 0, "table_large", **{"train/budget_spent": 1.0, "train/epochs": 87.25, "planned_epochs": 300}),
             _row("pglib_opf_case500_goc", "lp", "proposed", 0, "table_large", **{"train/budget_spent": 0.0, "train/epochs": 300.0})]
     large = make_tables(write_runs(tmp_path / "r", rows), tmp_path / "tables")["table_large.md"].read_text()
     head, tail = large.split("500-bus")[0], large.split("500-bus")[1]
-    assert "Proposed: training stopped by a wall-clock budget (trainer.time_budget_s), not the full schedule (seed 0: 87.2 epochs)" in head
+    assert "Proposed: training stopped by a wall-clock budget (trainer.time_budget_s), not the full schedule (seed 0: 87.2 of 300 epochs)" in head
     assert "wall-clock budget" not in tail
 
 

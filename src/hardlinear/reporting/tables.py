@@ -466,10 +466,20 @@ def _budget_note(label: str, runs) -> str | None:
     row is not the paper's schedule, and the table must say so; None when no seed's was."""
     if "train/budget_spent" not in runs.columns:
         return None
-    cut = [(int(seed), _num(epochs)) for seed, spent, epochs in zip(runs["seed"], runs["train/budget_spent"], runs.get("train/epochs", [math.nan] * len(runs))) if _num(spent) > 0]
+    nan = [math.nan] * len(runs)
+    cut = [
+        (int(seed), _num(epochs), _num(planned))
+        for seed, spent, epochs, planned in zip(
+            runs["seed"], runs["train/budget_spent"], runs.get("train/epochs", nan), runs.get("cfg.trainer.epochs", nan)
+        )
+        if _num(spent) > 0
+    ]
     if not cut:
         return None
-    seeds = ", ".join(f"seed {seed}: {fmt(epochs, 1)} epochs" for seed, epochs in cut)
+    seeds = ", ".join(
+        f"seed {seed}: {fmt(epochs, 1)}" + (f" of {fmt(planned, 0)}" if math.isfinite(planned) else "") + " epochs"
+        for seed, epochs, planned in cut
+    )
     return f"{label}: training stopped by a wall-clock budget (trainer.time_budget_s), not the full schedule ({seeds})"
 
 

@@ -138,6 +138,28 @@ def test_export_is_feasible_and_equal_to_the_model(runs, tmp_path):
     assert torch.equal(exported(xi[:1]), y[:1]) or (exported(xi[:1]) - y[:1]).abs().max() <= 1e-12
 
 
+def test_a_probe_is_replayed_by_the_inference_path_it_was_recorded_with(runs, tmp_path):
+    """Fused and unfused outputs differ by the float32 network's rounding, so the probe records its path; a
+    checkpoint without that record (older ones) is replayed by either path, and the model keeps the one that
+    reproduces it."""
+    from hardlinear.checkpoint import PROBE_RTOL, relative_difference
+
+    run_dir, _ = runs["proposed"]
+    payload = torch.load(checkpoint_path(run_dir), weights_only=True)
+    assert payload["probe"]["fused"] is True  # the default path, and it applies at 14 buses
+    method = hardlinear.load_run(run_dir)
+    method.fused_inference = False
+    unfused = method.predict(payload["probe"]["xi"]).y.double()
+    method.fused_inference = True
+    assert relative_difference(method.predict(payload["probe"]["xi"]).y.double(), unfused) > PROBE_RTOL  # the premise
+    for record, name in ((False, "recorded"), (None, "unrecorded")):
+        altered = dict(payload, probe={"xi": payload["probe"]["xi"], "y": unfused, **({} if record is None else {"fused": record})})
+        (tmp_path / name).mkdir()
+        torch.save(altered, checkpoint_path(tmp_path / name))
+        loaded = hardlinear.load_run(tmp_path / name)
+        assert loaded.fused_inference is False and torch.equal(loaded.predict(payload["probe"]["xi"]).y.double(), unfused)
+
+
 def test_load_run_refuses_a_missing_or_altered_checkpoint(runs, tmp_path):
     with pytest.raises(CheckpointError, match="no saved model at .*rerun that configuration"):
         hardlinear.load_run(tmp_path)

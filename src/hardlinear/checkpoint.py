@@ -99,7 +99,7 @@ def save_checkpoint(
         xi = probe_xi[:PROBE_ROWS].detach().to(torch.float64)
         device = _device_of(method)
         y = method.predict(xi.to(device)).y
-        probe = {"xi": xi.cpu().clone(), "y": y.detach().to("cpu", torch.float64).clone()}
+        probe = {"xi": xi.cpu().clone(), "y": y.detach().to("cpu", torch.float64).clone(), "fused": _fused_path(method)}
     payload = {
         "format": FORMAT_VERSION,
         "method": getattr(method, "name", type(method).__name__),
@@ -201,19 +201,43 @@ def problem_from_config(config: dict[str, Any]):
     return build_problem(name, **{k: v for k, v in options.items() if v is not None or k == "uncertainty"})
 
 
+def _fused_path(method) -> bool | None:
+    """Whether ``method.predict`` runs the fused path (:mod:`hardlinear.layers.fused`); None for a method
+    without one. The two paths agree to float32 rounding, not bit for bit, so the probe records which ran."""
+    if not getattr(method, "fused_inference", False) or not hasattr(method, "fused_module"):
+        return None if not hasattr(method, "fused_inference") else False
+    return bool(getattr(method.fused_module(), "fused", True))
+
+
 @torch.no_grad()
 def verify_probe(method, probe: dict[str, torch.Tensor], run_dir: str | os.PathLike = "") -> float:
-    """Replay the stored probe; returns the largest relative difference, raises above :data:`PROBE_RTOL`."""
+    """Replay the stored probe; returns the largest relative difference, raises above :data:`PROBE_RTOL`.
+
+    The replay takes the inference path the probe was recorded with (fused or not). A probe without that record
+    (checkpoints before it) is replayed by the method's current path, then by the other one: a model saved when
+    fusion was refused for it (e.g. a null space wider than the last hidden layer, before that was allowed)
+    reloads with the path that reproduces it, and the method keeps that path."""
     device = _device_of(method)
-    y = method.predict(probe["xi"].to(device)).y.to("cpu", torch.float64)
-    diff = relative_difference(y, probe["y"])
-    if not diff <= PROBE_RTOL:
-        raise CheckpointError(
-            f"the model reloaded from {run_dir} does not reproduce its saved outputs (largest relative "
-            f"difference {diff:.3g} > {PROBE_RTOL:g}): the code or the rule changed since the run; "
-            "load_run(..., verify=False) loads it anyway"
-        )
-    return diff
+    recorded = probe.get("fused")
+    paths = [recorded] if recorded is not None else [getattr(method, "fused_inference", None)]
+    if recorded is None and paths[0] is not None:
+        paths.append(not paths[0])
+    diffs = []
+    for fused in paths:
+        if fused is not None:
+            method.fused_inference = bool(fused)
+        y = method.predict(probe["xi"].to(device)).y.to("cpu", torch.float64)
+        diffs.append(relative_difference(y, probe["y"]))
+        if diffs[-1] <= PROBE_RTOL:
+            if len(diffs) > 1:
+                log.info("%s: reproduced by the %s path (the checkpoint does not record which path it used)",
+                         run_dir, "fused" if fused else "unfused")
+            return diffs[-1]
+    raise CheckpointError(
+        f"the model reloaded from {run_dir} does not reproduce its saved outputs (largest relative "
+        f"difference {min(diffs):.3g} > {PROBE_RTOL:g}): the code or the rule changed since the run; "
+        "load_run(..., verify=False) loads it anyway"
+    )
 
 
 # --- export --------------------------------------------------------------------------------------------------

@@ -94,17 +94,23 @@ def bench_run(run_dir: str, args, env: dict) -> list[dict]:
     return rows
 
 
-def main() -> int:
-    args = common.resolve(parser().parse_args(), {"repeats": 5}, {"repeats": 10})
+def main(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark; returns ``{"rows": [...], "paths": {"csv": ..., "json": ...}}``."""
+    args = common.resolve(parser().parse_args(argv), {"repeats": 5}, {"repeats": 10})
     torch.set_num_threads(args.threads)
     env = common.environment(args.device, args.threads)
+    from hardlinear.checkpoint import checkpoint_path
+
+    missing = [r for r in args.runs if not checkpoint_path(r).is_file()]
+    if missing:  # before any loading: name every run that cannot be timed
+        raise SystemExit(f"no checkpoint.pt in: {', '.join(missing)} (a finished run directory holds one)")
     rows = []
     for run_dir in args.runs:
         rows += bench_run(run_dir, args, env)
-    out = common.write_results(args.out_dir, NAME, rows, {"environment": env, "settings": vars(args)}, COLUMNS)
-    print(f"wrote {out['csv']}")
-    return 0
+    paths = common.write_results(args.out_dir, NAME, rows, {**env, "settings": vars(args)}, COLUMNS)
+    print(f"wrote {paths['csv']}")
+    return {"rows": rows, "paths": paths}
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

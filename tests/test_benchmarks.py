@@ -305,3 +305,29 @@ def test_profile_pipeline_runs_every_stage(bench, tmp_path):
     assert stages[-1]["reload"] == "ok"
     assert stages[names.index("metrics (float64)")]["ineq_viol_worst"] == 0.0
     assert json.loads((tmp_path / "profile.json").read_text())["stages"][0]["n"] == 123
+
+
+def test_run_latency_times_a_reloaded_run_by_both_paths(bench, tmp_path):
+    """A finished run reloaded from its checkpoint: fused and unfused rows at each batch, the same outputs up to
+    the float32 network's rounding, and the fused outputs feasible."""
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear import harness
+
+    overrides = ["problem=dcopf_14", "method=proposed", "trainer=fast", "progress=false", "data.val_size=20", "data.test_size=20",
+                 "eval.throughput_batch=64", "eval.warmup=0", "eval.time_instances=2", f"cache_dir={tmp_path / 'cache'}",
+                 f"results_dir={tmp_path / 'results'}"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(BENCH_DIR.parent / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    assert harness.run(cfg, tmp_path / "run") is not None
+    mod = bench("bench_run_latency")
+    with pytest.raises(SystemExit, match="no checkpoint.pt in: .*nowhere"):
+        mod.main(["--runs", str(tmp_path / "nowhere"), "--out-dir", str(tmp_path / "out")])
+    result = mod.main(["--runs", str(tmp_path / "run"), "--batch-sizes", "1", "16", "--instances", "4", "--repeats", "2",
+                       "--warmup", "1", "--out-dir", str(tmp_path / "out")])  # fmt: skip
+    header, rows = read_csv(result["paths"]["csv"])
+    assert header == mod.COLUMNS
+    assert {(r["path"], int(r["batch_size"])) for r in rows} == {(p, b) for p in ("fused", "unfused") for b in (1, 16)}
+    assert all(float(r["ms_per_instance"]) > 0 and float(r["max_ineq_viol"]) == 0.0 for r in rows)
+    assert all(float(r["max_rel_diff"]) <= 1e-5 and float(r["max_eq_resid"]) <= 1e-9 for r in rows)
+    assert {r["d"] for r in rows if r["path"] == "fused"} == {"1"}  # dcopf_14's null space

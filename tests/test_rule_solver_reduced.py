@@ -240,3 +240,26 @@ def test_working_set_smaller_than_the_null_space_is_solved_in_its_span():
     x_full, t_full, _ = solve_working_set(full)
     assert t_small == pytest.approx(t_full, rel=1e-7)
     np.testing.assert_allclose(_full_rule(x_small, basis, q), _full_rule(x_full, None, q), rtol=0, atol=1e-5 * (1 + np.abs(_full_rule(x_full, None, q)).max()))
+
+
+def test_a_proximal_term_that_weighs_on_the_margin_is_named_or_shrunk_until_the_rule_is_optimal(caplog):
+    """The working-set LP's ``(eps/2) ||W||^2`` trades margin for a smaller rule (case9241_pegase: 2.3 % short at
+    the default eps). Here eps 1e-3 at case118: by default the rule is short and the solve warns with the share;
+    with ``exact_optimum`` the final working set is solved again with eps shrunk, and the margin is Clarabel's."""
+    import logging
+
+    from hardlinear.layers.robust_lp_reduced import PROXIMAL_SHARE
+
+    problem = _problem("dcopf_118", "standard")
+    w = row_weights(problem.compact.H, "standard")
+    old = solve_robust_lp(problem.compact, w, "clarabel")
+    with caplog.at_level(logging.WARNING, logger="hardlinear.layers.robust_lp_reduced"):
+        short = solve_robust_lp_reduced(problem.compact, w, regularization=1e-3)
+    assert short.info["proximal_share"] > PROXIMAL_SHARE and "proximal_resolves" not in short.info
+    assert 0 < short.t_star < old.t_star * (1 - 1e-3)  # safe, and short by more than the share's scale
+    assert "may be below the LP's optimum" in caplog.text and "exact_optimum=True" in caplog.text
+    _check_rule(problem, short)
+    exact = solve_robust_lp_reduced(problem.compact, w, regularization=1e-3, exact_optimum=True)
+    assert exact.info["proximal_resolves"] >= 1 and exact.info["proximal_share"] <= PROXIMAL_SHARE
+    assert exact.t_star == pytest.approx(old.t_star, rel=T_REL)
+    _check_rule(problem, exact)

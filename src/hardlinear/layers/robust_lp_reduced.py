@@ -42,9 +42,11 @@ working set and the time in dense kernels:
 With few inputs (zones, areas) the whole LP kept in the grid's sparse variables is smaller and faster
 (:mod:`~hardlinear.layers.robust_lp_sparse`, which ``solver="auto"`` prefers while it fits). At case9241_pegase
 with one area input this solver's rule is 2.3 % below the optimum: the proximal term ``(eps/2) ||W||^2`` below,
-1e-9 of the data's scale (1,987 there), is 0.063 at the optimal rule (``||W||^2`` = 63,143) against a margin of
-0.0057, so the regularised optimum trades margin for a smaller rule (benchmarks/README.md, fourth pass). Its rule is
-safe (the verified margin is reported) but not optimal there.
+1e-9 of the data's scale (1,987 there), weighs 0.082 of ``t`` in the last working set, and the optimal rule is much
+larger (``||W||^2`` = 63,143), so the regularised optimum trades margin for a smaller rule (benchmarks/README.md,
+fourth and fifth passes). The rule is safe (the verified margin is reported) but not optimal there; the solve warns
+when that share exceeds ``PROXIMAL_SHARE``, and ``exact_optimum=True`` re-solves with ``eps`` shrunk (exact on
+14-300 buses even from ``eps`` = 1e-3; at case9241 not finished in 45 min).
 
 Tolerances: the interior point stops at relative primal residual and gap ``IPM_TOL`` (1e-9) and dual residual
 ``DUAL_TOL`` (1e-6; the regularisation leaves ~1e-8). Each Newton system carries proximal terms ``PRIMAL_`` /
@@ -82,6 +84,17 @@ log = logging.getLogger(__name__)
 
 IPM_TOL = 1e-9
 REGULARIZATION = 1e-9
+# The proximal term's weight in the final working set's objective, (eps/2)||W||^2 / |t|. Above this share the
+# rule's margin may be below the LP's optimum (by at most (eps/2)||W_opt||^2): a warning says so, and with
+# exact_optimum=True the working set is solved again with eps shrunk to bring the share here (at most
+# PROXIMAL_RESOLVES times; a quadratic regularisation of an LP is exact below some eps, so the share need not go to
+# zero). Measured: 0.082 at case9241_pegase with one area input (rule 2.3 % short; the optimal rule's ||W||^2 is
+# ~140x the regularised one's), <= 7e-4 on 14-300 buses (margins equal to Clarabel's to 1e-7). With the re-solve,
+# case9241's rounds after it each found one more row and took 1-5 min: not finished in 45 min (t 0.00570 of
+# 0.00573 at round 17), against 17 min for the short rule; hence opt-in.
+PROXIMAL_SHARE = 1e-3
+PROXIMAL_RESOLVES = 3
+NEAR_BINDING = 1.0  # after a shrink, rows with margin below (1 + this) t join too (case9241: 163 once, then 1-3 a round)
 MAX_IPM_ITERATIONS = 200
 PCG_ITERATIONS = 50
 # Conjugate-gradient iterations spent on the exact system before the step falls back to the regularised one
@@ -623,7 +636,7 @@ def solve_working_set(
     y = {k: np.ones_like(v) for k, v in s.items()}
     b_norm = 1.0 + max(np.abs(ws.C).max(initial=0), np.abs(ws.R_up).max(initial=0), np.abs(ws.R_lo[ws.two]).max(initial=0))
     n_rows = sum(v.size for v in s.values())
-    info: dict[str, Any] = {}
+    info: dict[str, Any] = {"eps": eps}
     timers: dict[str, float] = {}
     info["timers_s"] = timers
     KR = packed_outer_products(ws.M, device_budget(device, PACKED_BYTES, DEVICE_PACKED_SHARE), device)
@@ -758,6 +771,7 @@ def solve_robust_lp_reduced(
     seed_rows: np.ndarray | None = None,
     device: Any = "cpu",
     working_sets: str = "structured",
+    exact_optimum: bool = False,
 ) -> RuleSolution:
     """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
     on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
@@ -785,7 +799,8 @@ def solve_robust_lp_reduced(
 
     with threadpool_limits(limits=max(1, threads)):
         try:
-            sol = _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows, working_sets, device=dev)
+            sol = _solve(family, weights, threads, max_rounds, regularization, t0, seed_rows, working_sets, device=dev,
+                         exact_optimum=exact_optimum)
             sol.info["device"] = "cpu" if dev is None else ("torch-cpu" if dev.type == "cpu" else str(dev))
             return sol
         finally:
@@ -813,7 +828,7 @@ def solve_with_coarse_seed(
 
 def _solve(
     family: JointlyLinearFamily, weights: np.ndarray, threads: int, max_rounds: int, regularization: float, t0: float,
-    seed_rows: np.ndarray | None = None, working_sets: str = "structured", device: Any = None,
+    seed_rows: np.ndarray | None = None, working_sets: str = "structured", device: Any = None, exact_optimum: bool = False,
 ) -> RuleSolution:
     """The body of :func:`solve_robust_lp_reduced`, inside its thread limits."""
     sr = reduce_sparse(family, weights)
@@ -827,7 +842,8 @@ def _solve(
     W = np.zeros((d, q + 1))
     status = "determined"
     if E and d:
-        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows, working_sets, device=device)
+        W, S = _rounds(red, regularization, threads, max_rounds, info, seed_rows, working_sets, device=device,
+                       exact_optimum=exact_optimum)
         info["working_set_rows"] = rows_of_expressions(red, S).tolist()
         status = "Solved"
     if sr.solve_normal is None:
@@ -1102,6 +1118,7 @@ def _rounds(
     red: _Reduced, regularization: float, threads: int, max_rounds: int, info: dict[str, Any], seed_rows: np.ndarray | None = None,
     working_sets: str = "structured",
     device: Any = None,
+    exact_optimum: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row generation around :func:`solve_working_set`; returns ``(W: (d, q + 1), the final working set)``.
 
@@ -1212,9 +1229,45 @@ def _rounds(
             " (stopped early)" if ipm.get("probed") else "", time.perf_counter() - t_round,
         )
         if fresh.size == 0:
-            return _polished(red, W, margins), S
+            share = _proximal_share(x, ipm["eps"], t_ws)
+            info["proximal_share"] = share
+            if share > PROXIMAL_SHARE and not exact_optimum:
+                log.warning(
+                    "reduced robust LP: the proximal term (eps/2)||W||^2 is %.2g of t = %.6g, so the rule's margin may "
+                    "be below the LP's optimum (at case9241_pegase a share of 0.082 cost 2.3 %%); rule_solver=sparse "
+                    "solves the LP exactly where it fits, and exact_optimum=True re-solves with eps shrunk (slow)",
+                    share, t_ws,
+                )
+            if share <= PROXIMAL_SHARE or not exact_optimum or info.get("proximal_resolves", 0) >= PROXIMAL_RESOLVES:
+                if share > PROXIMAL_SHARE and exact_optimum:
+                    log.warning(
+                        "reduced robust LP: the proximal term is still %.2g of t after %d re-solves; the rule's margin "
+                        "may be below the LP's optimum by up to that share", share, PROXIMAL_RESOLVES,
+                    )
+                return _polished(red, W, margins), S
+            # the regularised optimum trades margin for a smaller rule: solve this working set again with eps
+            # small enough that the term weighs PROXIMAL_SHARE of t at this rule's size
+            info["proximal_resolves"] = info.get("proximal_resolves", 0) + 1
+            log.info(
+                "reduced robust LP round %d: proximal term %.2g of t=%.6g; re-solving with eps %.2g -> %.2g",
+                rounds, share, t_ws, regularization, regularization * PROXIMAL_SHARE / share,
+            )
+            regularization *= PROXIMAL_SHARE / share
+            continue
+        if info.get("proximal_resolves"):
+            # once eps is shrunk the rule moves along its optimal face, and each round found one more row just
+            # below t (case9241: 8 rounds of one row each): the rows within NEAR_BINDING of t join the set too
+            near = np.flatnonzero(margins < t_ws + NEAR_BINDING * abs(t_ws))
+            fresh = np.union1d(fresh, near[~np.isin(near, S)])
         S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, min(d, WORKING_SET_STEP))]])
     raise RuntimeError(f"row generation did not converge in {max_rounds} rounds")
+
+
+def _proximal_share(x: _Point, eps: float, t: float) -> float:
+    """``(eps/2) ||(W0, W)||^2 / |t|``: how much of the working set's objective is the proximal term (``t``
+    floored at 1e-12: a zero margin has no relative scale)."""
+    penalty = 0.5 * eps * (float(x.W0 @ x.W0) + float(np.sum(x.W * x.W)))
+    return penalty / max(abs(t), 1e-12)
 
 
 def expressions_of_rows(red: _Reduced, rows: np.ndarray) -> np.ndarray:

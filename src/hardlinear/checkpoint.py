@@ -204,9 +204,9 @@ def problem_from_config(config: dict[str, Any]):
 def _fused_path(method) -> bool | None:
     """Whether ``method.predict`` runs the fused path (:mod:`hardlinear.layers.fused`); None for a method
     without one. The two paths agree to float32 rounding, not bit for bit, so the probe records which ran."""
-    if not getattr(method, "fused_inference", False) or not hasattr(method, "fused_module"):
-        return None if not hasattr(method, "fused_inference") else False
-    return bool(getattr(method.fused_module(), "fused", True))
+    if not hasattr(method, "fused_inference"):
+        return None
+    return bool(method.fused_inference and getattr(method.fused_module(), "fused", True))
 
 
 @torch.no_grad()
@@ -218,10 +218,8 @@ def verify_probe(method, probe: dict[str, torch.Tensor], run_dir: str | os.PathL
     fusion was refused for it (e.g. a null space wider than the last hidden layer, before that was allowed)
     reloads with the path that reproduces it, and the method keeps that path."""
     device = _device_of(method)
-    recorded = probe.get("fused")
-    paths = [recorded] if recorded is not None else [getattr(method, "fused_inference", None)]
-    if recorded is None and paths[0] is not None:
-        paths.append(not paths[0])
+    recorded, current = probe.get("fused"), getattr(method, "fused_inference", None)
+    paths = [recorded] if recorded is not None else [None] if current is None else [current, not current]
     diffs = []
     for fused in paths:
         if fused is not None:

@@ -46,7 +46,7 @@ with one area input this solver's rule is 2.3 % below the optimum: the proximal 
 larger (``||W||^2`` = 63,143), so the regularised optimum trades margin for a smaller rule (benchmarks/README.md,
 fourth and fifth passes). The rule is safe (the verified margin is reported) but not optimal there; the solve warns
 when that share exceeds ``PROXIMAL_SHARE``, and ``exact_optimum=True`` re-solves with ``eps`` shrunk (exact on
-14-300 buses even from ``eps`` = 1e-3; at case9241 not finished in 45 min).
+14-300 buses even from ``eps`` = 1e-3; at case9241 not finished in 32 min).
 
 Tolerances: the interior point stops at relative primal residual and gap ``IPM_TOL`` (1e-9) and dual residual
 ``DUAL_TOL`` (1e-6; the regularisation leaves ~1e-8). Each Newton system carries proximal terms ``PRIMAL_`` /
@@ -90,11 +90,10 @@ REGULARIZATION = 1e-9
 # PROXIMAL_RESOLVES times; a quadratic regularisation of an LP is exact below some eps, so the share need not go to
 # zero). Measured: 0.082 at case9241_pegase with one area input (rule 2.3 % short; the optimal rule's ||W||^2 is
 # ~140x the regularised one's), <= 7e-4 on 14-300 buses (margins equal to Clarabel's to 1e-7). With the re-solve,
-# case9241's rounds after it each found one more row and took 1-5 min: not finished in 45 min (t 0.00570 of
-# 0.00573 at round 17), against 17 min for the short rule; hence opt-in.
+# case9241's rounds after it each found one to three more rows and took 1-5 min: not finished in 32 min (t 0.00570
+# of 0.00573 at round 17), against 17 min for the short rule; hence opt-in.
 PROXIMAL_SHARE = 1e-3
 PROXIMAL_RESOLVES = 3
-NEAR_BINDING = 1.0  # after a shrink, rows with margin below (1 + this) t join too (case9241: 163 once, then 1-3 a round)
 MAX_IPM_ITERATIONS = 200
 PCG_ITERATIONS = 50
 # Conjugate-gradient iterations spent on the exact system before the step falls back to the regularised one
@@ -1231,34 +1230,25 @@ def _rounds(
         if fresh.size == 0:
             share = _proximal_share(x, ipm["eps"], t_ws)
             info["proximal_share"] = share
-            if share > PROXIMAL_SHARE and not exact_optimum:
-                log.warning(
-                    "reduced robust LP: the proximal term (eps/2)||W||^2 is %.2g of t = %.6g, so the rule's margin may "
-                    "be below the LP's optimum (at case9241_pegase a share of 0.082 cost 2.3 %%); rule_solver=sparse "
-                    "solves the LP exactly where it fits, and exact_optimum=True re-solves with eps shrunk (slow)",
-                    share, t_ws,
+            resolves = info.get("proximal_resolves", 0)
+            if share > PROXIMAL_SHARE and exact_optimum and resolves < PROXIMAL_RESOLVES:
+                # the regularised optimum trades margin for a smaller rule: solve this working set again with eps
+                # small enough that the term weighs PROXIMAL_SHARE of t at this rule's size
+                info["proximal_resolves"] = resolves + 1
+                log.info(
+                    "reduced robust LP round %d: proximal term %.2g of t=%.6g; re-solving with eps %.2g -> %.2g",
+                    rounds, share, t_ws, regularization, regularization * PROXIMAL_SHARE / share,
                 )
-            if share <= PROXIMAL_SHARE or not exact_optimum or info.get("proximal_resolves", 0) >= PROXIMAL_RESOLVES:
-                if share > PROXIMAL_SHARE and exact_optimum:
-                    log.warning(
-                        "reduced robust LP: the proximal term is still %.2g of t after %d re-solves; the rule's margin "
-                        "may be below the LP's optimum by up to that share", share, PROXIMAL_RESOLVES,
-                    )
-                return _polished(red, W, margins), S
-            # the regularised optimum trades margin for a smaller rule: solve this working set again with eps
-            # small enough that the term weighs PROXIMAL_SHARE of t at this rule's size
-            info["proximal_resolves"] = info.get("proximal_resolves", 0) + 1
-            log.info(
-                "reduced robust LP round %d: proximal term %.2g of t=%.6g; re-solving with eps %.2g -> %.2g",
-                rounds, share, t_ws, regularization, regularization * PROXIMAL_SHARE / share,
-            )
-            regularization *= PROXIMAL_SHARE / share
-            continue
-        if info.get("proximal_resolves"):
-            # once eps is shrunk the rule moves along its optimal face, and each round found one more row just
-            # below t (case9241: 8 rounds of one row each): the rows within NEAR_BINDING of t join the set too
-            near = np.flatnonzero(margins < t_ws + NEAR_BINDING * abs(t_ws))
-            fresh = np.union1d(fresh, near[~np.isin(near, S)])
+                regularization *= PROXIMAL_SHARE / share
+                continue
+            if share > PROXIMAL_SHARE:
+                log.warning(
+                    "reduced robust LP: the proximal term (eps/2)||W||^2 is %.2g of t = %.6g after %d re-solves, so the "
+                    "rule's margin may be below the LP's optimum (at case9241_pegase a share of 0.082 cost 2.3 %%); "
+                    "rule_solver=sparse solves the LP exactly where it fits, and exact_optimum=True re-solves with eps "
+                    "shrunk (slow)", share, t_ws, resolves,
+                )
+            return _polished(red, W, margins), S
         S = np.concatenate([S, fresh[np.argsort(margins[fresh])][: max(50, min(d, WORKING_SET_STEP))]])
     raise RuntimeError(f"row generation did not converge in {max_rounds} rounds")
 

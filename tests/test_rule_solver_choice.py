@@ -54,3 +54,18 @@ def test_auto_keeps_clarabel_over_a_polytope(monkeypatch):
     monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", 0)
     assert _resolve_solver(target, "auto") == "clarabel"
     assert _resolve_solver(hardlinear.LinearConstraints(lo=-np.ones(k), hi=np.ones(k), H=H, h=h), "auto") == "sparse"
+
+
+@pytest.mark.parametrize("solver", decision_rule.LARGE_GRID_SOLVERS)
+def test_decision_rule_accepts_each_large_grid_solver(solver, tmp_path):
+    """Named explicitly, each large-grid solver gives the rule (cached), and refuses what it does not solve: an
+    input-dependent left-hand side (the portfolio) and the cost-aware rule, naming itself."""
+    problem = build_problem("dcopf_14")
+    rule = solve_decision_rule(problem, solver=solver, cache_dir=tmp_path)
+    assert rule.info["solver"] == solver and rule.t_star == pytest.approx(0.182, rel=1e-6)
+    again = solve_decision_rule(problem, solver=solver, cache_dir=tmp_path)
+    assert again.info["cached"] and again.t_star == rule.t_star
+    with pytest.raises(ValueError, match=solver):
+        solve_decision_rule(build_problem("portfolio"), solver=solver)
+    with pytest.raises(ValueError, match=f"rule_solver='{solver}' solves the margin-only rule"):
+        solve_decision_rule(problem, solver=solver, rule_objective="cost")

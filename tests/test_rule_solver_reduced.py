@@ -92,16 +92,6 @@ def test_chunked_verification_equals_the_closed_form():
     )
 
 
-def test_decision_rule_accepts_the_reduced_solver(tmp_path):
-    problem = build_problem("dcopf_14")
-    rule = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)
-    assert rule.info["solver"] == "reduced" and rule.t_star == pytest.approx(0.182, rel=T_REL)
-    again = solve_decision_rule(problem, solver="reduced", cache_dir=tmp_path)
-    assert again.info["cached"] and again.t_star == rule.t_star
-    with pytest.raises(ValueError, match="reduced"):
-        solve_decision_rule(build_problem("portfolio"), solver="reduced")
-
-
 @pytest.mark.parametrize("inputs", ["zones", "areas"])
 def test_zone_and_area_inputs_aggregate_the_loaded_buses(inputs):
     case = "pglib_opf_case200_activ"

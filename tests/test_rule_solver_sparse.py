@@ -73,18 +73,6 @@ def test_a_fixed_input_keeps_its_nominal_column():
     assert np.abs(target.compact.G @ new.F - target.compact.B_eq).max() <= 1e-9
 
 
-def test_decision_rule_accepts_the_sparse_solver(tmp_path):
-    problem = build_problem("dcopf_14")
-    rule = solve_decision_rule(problem, solver="sparse", cache_dir=tmp_path)
-    assert rule.info["solver"] == "sparse" and rule.t_star == pytest.approx(0.182, rel=T_REL)
-    again = solve_decision_rule(problem, solver="sparse", cache_dir=tmp_path)
-    assert again.info["cached"] and again.t_star == rule.t_star
-    with pytest.raises(ValueError, match="sparse"):
-        solve_decision_rule(build_problem("portfolio"), solver="sparse")
-    with pytest.raises(ValueError, match="margin-only"):
-        solve_decision_rule(problem, solver="sparse", rule_objective="cost")
-
-
 @pytest.mark.parametrize("name", ["dcopf_14", "dcopf_57", "dcopf_118"])
 def test_sparse_level_lp_matches_the_exact_level(name):
     """The largest uncertainty level by the sparse level LP equals the row-generated one of robust_lp (Clarabel),

@@ -69,3 +69,21 @@ def test_decision_rule_accepts_each_large_grid_solver(solver, tmp_path):
         solve_decision_rule(build_problem("portfolio"), solver=solver)
     with pytest.raises(ValueError, match=f"rule_solver='{solver}' solves the margin-only rule"):
         solve_decision_rule(problem, solver=solver, rule_objective="cost")
+
+
+# how each large-grid solver finds the largest level with a rule, and how close to the exact LP's it is
+LEVEL_SEARCH = {"sparse": ("exact, one LP", 2e-4), "reduced": ("bisection", 2e-3)}
+
+
+@pytest.mark.parametrize("solver", decision_rule.LARGE_GRID_SOLVERS)
+def test_an_infeasible_level_names_the_largest_one_with_a_rule(solver):
+    """case14 at +-60 %: no rule; the error names the largest level (the exact LP's 0.5405, README) and how it was
+    found: the sparse level LP, or bisection with the reduced solver."""
+    from hardlinear.layers import DecisionRuleInfeasible
+
+    how, tol = LEVEL_SEARCH[solver]
+    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        solve_decision_rule(problem, solver=solver)
+    assert err.value.max_uncertainty == pytest.approx(0.5405, abs=tol)
+    assert how in str(err.value)

@@ -108,16 +108,6 @@ def test_zone_and_area_inputs_aggregate_the_loaded_buses(inputs):
     assert rule.t_star > 0 and rule.k == len(groups)
 
 
-def test_reduced_solver_reports_the_largest_level_by_bisection():
-    from hardlinear.layers import DecisionRuleInfeasible
-
-    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)
-    with pytest.raises(DecisionRuleInfeasible) as err:
-        solve_decision_rule(problem, solver="reduced")
-    assert err.value.max_uncertainty == pytest.approx(0.5405, abs=2e-3)  # the exact LP's level (README)
-    assert "bisection" in str(err.value)
-
-
 def test_expressions_and_rows_map_back_and_forth():
     from hardlinear.layers.robust_lp_reduced import expressions_of_rows, rows_of_expressions
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from test_rule_solver_reduced import T_REL, _check_rule, _problem
 
-from hardlinear.layers import solve_decision_rule
 from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
 from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
 from hardlinear.layers.robust_lp_sparse import solve_robust_lp_sparse, sparse_lp_nonzeros
@@ -88,13 +87,3 @@ def test_sparse_level_lp_matches_the_exact_level(name):
     w = row_weights(below.compact.H, "inequality")
     assert solve_robust_lp_sparse(below.compact, w).t_star > 0
     assert solve_robust_lp_sparse(above.compact, w).t_star <= 0
-
-
-def test_sparse_solver_names_the_largest_level_by_its_level_lp():
-    from hardlinear.layers import DecisionRuleInfeasible
-
-    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)
-    with pytest.raises(DecisionRuleInfeasible) as err:
-        solve_decision_rule(problem, solver="sparse")
-    assert err.value.max_uncertainty == pytest.approx(0.5405, abs=2e-4)  # the exact LP's level (README)
-    assert "exact, one LP" in str(err.value)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from hardlinear.allocator import keep_large_blocks
 from hardlinear.data import Dataset
 from hardlinear.methods.base import Context, Method
 from hardlinear.metrics import evaluate
@@ -170,6 +171,7 @@ def train(
         return result
     if method.supervised and supervised is None:
         raise ValueError(f"{method.name} is supervised: pass the solved training set")
+    keep_large_blocks()  # large per-step temporaries: reused from the heap, not faulted in again (allocator.py)
     gen = ctx.generator(offset=17)
     fixed = training_inputs(problem, cfg, ctx)
     optimizer = torch.optim.Adam(method.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

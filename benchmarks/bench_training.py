@@ -10,6 +10,10 @@ network), ``dc3`` (completion and 10 unrolled correction steps) and ``apm`` / ``
 up to 300 unrolled (extrapolated) alternating projections, in float32), and on request the peer methods
 ``gauge``, ``hardnet_aff`` and ``projection_layer`` (one cvxpylayers QP solve and derivative per instance; a method that
 does not apply is a ``not_applicable`` row with its reason). The learning rate is irrelevant here.
+On a large grid the proposed method's equality projection in training is a sparse Cholesky of ``G G'`` (the
+projector's ``train_solve="auto"``); ``--train-solves auto basis`` times it against the orthonormal basis in one
+process (column ``projection``: the path actually taken). ``--default-allocator`` keeps glibc's default mmap
+threshold for the whole process (the trainer otherwise keeps large freed blocks in the heap: ``allocator.py``).
 APM and EAPM stop unrolling once every instance of a batch is within the tolerance, so their epochs get
 cheaper as the network learns: the few epochs timed here, from an untrained network, are their worst case (a
 whole paper run's training time is the ``train/time_s`` column of its results row).
@@ -26,7 +30,10 @@ from pathlib import Path
 
 import torch
 
+from hardlinear import allocator as allocator_module
+from hardlinear.layers.equality import TRAIN_SOLVES
 from hardlinear.methods.base import NotApplicable
+from hardlinear.train import trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
@@ -39,7 +46,7 @@ PEERS = ("gauge", "hardnet_aff", "projection_layer")  # on request: projection_l
 COLUMNS = [
     "problem", "case", "objective", "form", "n", "m_eq", "m_ineq", "k", "method", "phase", "epochs_timed",
     "batches_per_epoch", "batch_size", "epoch_ms", "epoch_ms_min", "epoch_ms_max", "batch_ms", "status", "note",
-    "rule_source", "device", "threads", "git_sha",
+    "rule_source", "projection", "allocator", "device", "threads", "git_sha",
 ]  # fmt: skip
 
 
@@ -50,6 +57,10 @@ def parser():
     p.add_argument("--batches-per-epoch", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--val-size", type=int, default=8, help="validation instances (solved once, cached)")
+    p.add_argument("--train-solves", nargs="+", default=["auto"], choices=TRAIN_SOLVES,
+                   help="the proposed method's projection in training (auto: Cholesky of G G' where it applies)")
+    p.add_argument("--default-allocator", action="store_true",
+                   help="do not keep large freed blocks in the heap (glibc's default; the whole process)")
     return p
 
 
@@ -76,12 +87,23 @@ class EpochClock:
         return out
 
 
-def time_method(problem_cfg: str, name: str, problem, val, args, base: dict) -> list[dict]:
+def projection_path(method, train_solve: str) -> str:
+    """Set the method's training projection to ``train_solve``; the path its equality projector takes in training."""
+    projector = getattr(getattr(method, "layer", None), "projector", None)
+    if projector is None:
+        return ""
+    if train_solve == "basis":
+        projector.normal_projection = None
+    return "cholesky" if projector.normal_projection is not None else "basis"
+
+
+def time_method(problem_cfg: str, name: str, problem, val, args, base: dict, train_solve: str = "auto") -> list[dict]:
     from hardlinear.train.trainer import TrainerConfig, train
 
     ctx = common.make_context(args)
     torch.manual_seed(args.seed)
     method, _, source = common.make_method(problem_cfg, name, problem, ctx)
+    projection = projection_path(method, train_solve)
     with torch.no_grad():
         pretrains = getattr(method, "pretrain", False) and method.pretrain_target(problem.sample(2)) is not None
     E = args.epochs
@@ -99,7 +121,8 @@ def time_method(problem_cfg: str, name: str, problem, val, args, base: dict) -> 
         med = statistics.median(ms)
         rows.append({**base, "method": name, "phase": phase, "epochs_timed": len(ms), "batches_per_epoch": args.batches_per_epoch,
                      "batch_size": args.batch_size, "epoch_ms": med, "epoch_ms_min": min(ms), "epoch_ms_max": max(ms),
-                     "batch_ms": med / args.batches_per_epoch, "status": "ok", "rule_source": source})  # fmt: skip
+                     "batch_ms": med / args.batches_per_epoch, "status": "ok", "rule_source": source,
+                     "projection": projection})  # fmt: skip
     return rows
 
 
@@ -111,33 +134,38 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     base = {**common.problem_identity(problem_cfg, problem), "device": env["device_name"], "threads": args.threads,
             "git_sha": env["git_sha"]}  # fmt: skip
     rows = []
-    for name in args.methods:
+    variants = [(name, solve) for name in args.methods for solve in (args.train_solves if name == "proposed" else ["auto"])]
+    for name, solve in variants:
         t0 = time.perf_counter()
         try:
-            out = time_method(problem_cfg, name, problem, val, args, base)
+            out = time_method(problem_cfg, name, problem, val, args, base, solve)
         except NotApplicable as err:  # recorded with its reason, never timed
             rows.append({**base, "method": name, "status": "not_applicable", "note": str(err)})
             common.log(f"  {problem_cfg:>10} {name:<9} not applicable: {err}")
             continue
         rows += out
         text = ", ".join(f"{r['phase']} {r['epoch_ms']:.0f} ms/epoch" for r in out)
-        common.log(f"  {problem_cfg:>10} {name:<9} {text}  ({time.perf_counter() - t0:.1f} s)")
+        label = f"{name} ({out[0]['projection']})" if out and out[0]["projection"] else name
+        common.log(f"  {problem_cfg:>10} {label:<9} {text}  ({time.perf_counter() - t0:.1f} s)")
     return rows
 
 
 def plot(rows: list[dict], path: Path) -> Path:
     fig, (ax,) = common.new_figure(1, size=(7.5, 4.0))
+    rows = [r for r in rows if r.get("status") == "ok"]
     problems = list(dict.fromkeys(r["problem"] for r in rows))
-    series = list(dict.fromkeys((r["method"], r["phase"]) for r in rows))
+    key = lambda r: (r["method"], r["phase"], r.get("projection", ""))  # noqa: E731
+    series = list(dict.fromkeys(key(r) for r in rows))
     width = 0.8 / max(len(series), 1)
-    for j, (method, phase) in enumerate(series):
+    for j, (method, phase, projection) in enumerate(series):
         xs, ys = [], []
         for i, problem in enumerate(problems):
-            r = next((r for r in rows if (r["problem"], r["method"], r["phase"]) == (problem, method, phase)), None)
+            r = next((r for r in rows if r["problem"] == problem and key(r) == (method, phase, projection)), None)
             if r is not None:
                 xs.append(i + (j - (len(series) - 1) / 2) * width)
                 ys.append(r["epoch_ms"])
-        ax.bar(xs, ys, width=width, label=f"{method} ({phase})")
+        projected = f", {projection}" if projection and phase == "train" else ""
+        ax.bar(xs, ys, width=width, label=f"{method} ({phase}{projected})")
     ax.set_xticks(range(len(problems)), problems)
     ax.set_yscale("log")
     ax.set_ylabel("ms per epoch (20 batches of 64)")
@@ -151,13 +179,21 @@ def main(argv: list[str] | None = None) -> dict:
     if args.epochs < 1:
         raise ValueError(f"--epochs must be >= 1; got {args.epochs}")
     torch.set_num_threads(args.threads)
+    keep = trainer.keep_large_blocks
+    if args.default_allocator:
+        trainer.keep_large_blocks = lambda: False
     env = common.environment(args.device, args.threads)
     common.log(
         f"[training] {args.size}: {', '.join(args.problems)} x {', '.join(args.methods)} on {env['device_name']}"
     )
     rows: list[dict] = []
-    for problem_cfg in args.problems:
-        rows += run_problem(problem_cfg, args, env)
+    try:
+        for problem_cfg in args.problems:
+            rows += run_problem(problem_cfg, args, env)
+    finally:
+        trainer.keep_large_blocks = keep
+    allocator = "keep_blocks" if allocator_module._done else "default"  # what the process ran with, not the flag
+    rows = [{**r, "allocator": allocator} for r in rows]
     meta = {**env, "benchmark": NAME, "size": args.size, "settings": vars(args), "rule_available": common.rule_available(),
             "notes": {"timing": "median epoch wall time; first epoch of each phase and the validating last epoch excluded"}}  # fmt: skip
     out = Path(args.out_dir)

@@ -228,6 +228,20 @@ def test_training_records_a_method_that_does_not_apply(bench, cache_dir, tmp_pat
     assert rows["gauge"]["status"] == "ok" and float(rows["gauge"]["epoch_ms"]) > 0
 
 
+def test_training_times_both_projections_and_names_the_one_taken(bench, cache_dir, tmp_path, monkeypatch):
+    from hardlinear.layers import equality
+
+    mod = bench("bench_training")
+    args = ["--problems", "dcopf_14", "--methods", "proposed", "--train-solves", "auto", "basis", "--epochs", "1",
+            "--batches-per-epoch", "2", "--val-size", "4", "--out-dir", str(tmp_path), "--cache-dir", cache_dir]  # fmt: skip
+    small = {r["projection"] for r in mod.main(args)["rows"] if r["phase"] == "train"}
+    assert small == {"basis"}  # 123 columns: the dense SVD, no Cholesky path to take
+    monkeypatch.setattr(equality, "SPARSE_MIN_N", 10)
+    rows = mod.main([*args, "--no-plot"])["rows"]
+    assert sorted(r["projection"] for r in rows if r["phase"] == "train") == ["basis", "cholesky"]
+    assert {r["allocator"] for r in rows} == {"keep_blocks"}
+
+
 def test_epoch_clock_drops_warmup_and_validation_epochs(bench):
     mod = bench("bench_training")
     clock = mod.EpochClock()

@@ -89,3 +89,14 @@ def test_copies_rebuild_the_factor(case118) -> None:
 def test_a_bad_train_solve_is_refused(case118) -> None:
     with pytest.raises(ValueError, match="train_solve must be one of"):
         EqualityProjector(case118, train_solve="cholmod")
+
+
+def test_without_cholespy_training_projects_by_the_basis(case118, monkeypatch) -> None:
+    from hardlinear.layers import equality
+
+    monkeypatch.setattr(equality, "cholesky_available", lambda: False)
+    projector = EqualityProjector(case118, factorisation="sparse")
+    assert projector.normal_projection is None
+    xi, y = _inputs(case118, seed=4)
+    out = projector(xi, y.clone().requires_grad_(True))
+    assert torch.equal(out.detach(), projector(xi, y))

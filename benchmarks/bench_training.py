@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from hardlinear import allocator as allocator_module
+from hardlinear.allocator import keeping_large_blocks
 from hardlinear.layers.equality import TRAIN_SOLVES
 from hardlinear.methods.base import NotApplicable
 from hardlinear.train import trainer
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
             rows += run_problem(problem_cfg, args, env)
     finally:
         trainer.keep_large_blocks = keep
-    allocator = "keep_blocks" if allocator_module._done else "default"  # what the process ran with, not the flag
+    allocator = "keep_blocks" if keeping_large_blocks() else "default"  # what the process ran with, not the flag
     rows = [{**r, "allocator": allocator} for r in rows]
     meta = {**env, "benchmark": NAME, "size": args.size, "settings": vars(args), "rule_available": common.rule_available(),
             "notes": {"timing": "median epoch wall time; first epoch of each phase and the validating last epoch excluded"}}  # fmt: skip

@@ -6,10 +6,11 @@ import sys
 
 import pytest
 
-from hardlinear.allocator import keep_large_blocks
+from hardlinear.allocator import keep_large_blocks, keeping_large_blocks
 
 
 def test_large_blocks_stay_in_the_heap_on_linux() -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("mallopt is glibc's")
     assert keep_large_blocks() and keep_large_blocks()
+    assert keeping_large_blocks()

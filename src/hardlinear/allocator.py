@@ -37,3 +37,8 @@ def keep_large_blocks() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     _done = mallopt(M_MMAP_THRESHOLD, KEEP_BYTES) == 1 and mallopt(M_TRIM_THRESHOLD, KEEP_BYTES) == 1
     return _done
+
+
+def keeping_large_blocks() -> bool:
+    """Whether :func:`keep_large_blocks` has taken effect in this process (benchmarks record it)."""
+    return _done

@@ -26,9 +26,9 @@ def main() -> int:
     if args.inputs is not None and (args.test_seed is not None or args.test_size is not None):
         parser.error("--inputs replaces the sampled test set: drop --test-seed and --test-size")
 
-    from hardlinear.checkpoint import CheckpointError
-    from hardlinear.reevaluate import evaluate_run
-    from hardlinear.results import BadRecord
+    from hardlinear.harness.checkpoint import CheckpointError
+    from hardlinear.harness.reevaluate import evaluate_run
+    from hardlinear.harness.results import BadRecord
 
     try:
         record = evaluate_run(

@@ -14,7 +14,7 @@ def main(cfg: DictConfig) -> None:
     from hardlinear.threads import size_native_pools
 
     size_native_pools(cfg.get("threads"))  # before numpy and torch load: pool sizes change rounding
-    from hardlinear.harness import run, run_in_sweep
+    from hardlinear.harness.runner import run, run_in_sweep
 
     hc = HydraConfig.get()
     if hc.mode == RunMode.MULTIRUN:
@@ -24,7 +24,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    from hardlinear.overrides import unknown_override_errors
+    from hardlinear.harness.overrides import unknown_override_errors
 
     errors = unknown_override_errors(sys.argv[1:], Path(__file__).resolve().parent / "conf")
     if errors:  # before Hydra, whose answer to a misspelt key is the wrong fix ("use +key")

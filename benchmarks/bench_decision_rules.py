@@ -16,8 +16,8 @@ its own time and peak RSS.
 
 A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty[:inputs]``
 (``inputs``: ``loaded_buses``, ``zones`` or ``areas``; see ``hardlinear.problems.dcopf``). ``--solvers sparse`` runs the
-whole robust LP in the grid's sparse variables (``hardlinear.layers.robust_lp_sparse``: HiGHS IPX, for few inputs),
-``--solvers reduced`` the structured interior point of ``hardlinear.layers.robust_lp_reduced``; its rows also carry the free dimension ``d``,
+whole robust LP in the grid's sparse variables (``hardlinear.rules.robust_lp_sparse``: HiGHS IPX, for few inputs),
+``--solvers reduced`` the structured interior point of ``hardlinear.rules.robust_lp_reduced``; its rows also carry the free dimension ``d``,
 the active inputs ``q`` and the rule's unknowns ``d (q + 1)`` beside the full rule's ``n (k + 1)``.
 Nothing is cached: every row is a cold solve (the problem build is not timed). With ``--csv``, the file
 gets the rows (appended), ``<csv stem>.json`` the machine, versions, git sha and settings of this call, and
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from hardlinear.layers.decision_rule import peak_rss_mb
+from hardlinear.rules.decision_rule import peak_rss_mb
 
 # Each child sizes numpy's and torch's native pools to one thread (unless the caller exported otherwise): an
 # unbounded OpenBLAS pool spins against the other processes on a shared machine.
@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> None:
         import logging
 
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-        logging.getLogger("hardlinear.layers.robust_lp").setLevel(logging.DEBUG)
-        logging.getLogger("hardlinear.layers.robust_lp_reduced").setLevel(logging.DEBUG)
+        logging.getLogger("hardlinear.rules.robust_lp").setLevel(logging.DEBUG)
+        logging.getLogger("hardlinear.rules.robust_lp_reduced").setLevel(logging.DEBUG)
     if args.single:
         print(json.dumps(run_one(*args.single, margin_gap=args.margin_gap)))
         return
@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> None:
 
     writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, extrasaction="ignore")
     writer.writeheader()
-    from hardlinear.layers.robust_lp import LP_SOLVERS
-    from hardlinear.layers.robust_sdp import SDP_SOLVERS
+    from hardlinear.rules.robust_lp import LP_SOLVERS
+    from hardlinear.rules.robust_sdp import SDP_SOLVERS
 
     rows = []
     for case in args.cases:

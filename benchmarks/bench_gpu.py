@@ -2,7 +2,7 @@
 
 **(a) Rule** (``gpu_rule.csv``): for every case and every run (``cuda`` with each of ``--cuda-threads`` host
 threads, ``cpu`` with each of ``--cpu-threads``), one fresh process builds the problem (not timed) and solves its
-margin rule with :func:`hardlinear.layers.robust_lp_reduced.solve_robust_lp_reduced` (``device="cuda"``: the torch
+margin rule with :func:`hardlinear.rules.robust_lp_reduced.solve_robust_lp_reduced` (``device="cuda"``: the torch
 backend of the Newton step's kernels; ``"cpu"``: the default path). Per row: the verified ``t*``, its relative
 difference from the case's first CPU row (the two paths solve the same LP; expected ~1e-8 or below), the solve
 time, Newton steps, rounds, the kernels' times, peak host RSS (the process's own, problem build and the CUDA
@@ -207,9 +207,9 @@ def _device_name(device: str) -> str:
 
 # --- (a) the rule solver, one process per row -----------------------------------------------------------------
 def rule_child(args: argparse.Namespace) -> dict[str, Any]:
-    from hardlinear.layers.decision_rule import peak_rss_mb
-    from hardlinear.layers.robust_lp import row_weights
-    from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
+    from hardlinear.rules.decision_rule import peak_rss_mb
+    from hardlinear.rules.robust_lp import row_weights
+    from hardlinear.rules.robust_lp_reduced import solve_robust_lp_reduced
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
@@ -300,9 +300,9 @@ def fused_child(args: argparse.Namespace) -> list[dict[str, Any]]:
     each output dtype: ``layer_dtype`` switched as ``Proposed.setup`` would set it (float32 falls back to
     float64, with a warning, where the rule's margin is below float32's rounding: ``layer_dtype`` is then
     float64 and ``layer_dtype_asked`` float32)."""
-    from hardlinear.layers.rule_checks import output_dtype_for
     from hardlinear.methods.base import DTYPES, Context
     from hardlinear.methods.proposed import Proposed
+    from hardlinear.rules.checks import output_dtype_for
 
     torch.set_num_threads(os.cpu_count() or 1)  # the set-up (rule, projection) is not what is timed: every core
     device = args.device
@@ -345,7 +345,7 @@ def fused_child(args: argparse.Namespace) -> list[dict[str, Any]]:
 def time_fused(module, family, xi_cpu: torch.Tensor, device: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """One row per batch size: median time of ``module`` on inputs already on ``device``; the largest batch's
     outputs checked in float64 on the CPU."""
-    from hardlinear.layers.decision_rule import peak_rss_mb
+    from hardlinear.rules.decision_rule import peak_rss_mb
 
     xi, largest, rows = xi_cpu.to(device), max(args.batch_sizes), []
     for batch in sorted(args.batch_sizes):

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = common.resolve(parser().parse_args(argv), {"repeats": 5}, {"repeats": 10})
     torch.set_num_threads(args.threads)
     env = common.environment(args.device, args.threads)
-    from hardlinear.checkpoint import checkpoint_path
+    from hardlinear.harness.checkpoint import checkpoint_path
 
     missing = [r for r in args.runs if not checkpoint_path(r).is_file()]
     if missing:  # before any loading: name every run that cannot be timed

@@ -43,7 +43,7 @@ CONF_DIR = REPO / "conf"
 RESULTS = REPO / "results" / "bench"
 DEFAULT_CACHE = REPO / "data" / "cache"
 VERSIONED = ("torch", "numpy", "scipy", "highspy", "clarabel", "osqp", "gurobipy", "cvxpy", "hydra-core")
-RULE_MODULE = "hardlinear.layers.decision_rule"
+RULE_MODULE = "hardlinear.rules.decision_rule"
 
 
 # --- settings ---------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def versions() -> dict[str, str]:
 
 def environment(device: str, threads: int) -> dict[str, Any]:
     """Where and with what a benchmark ran: machine, device, library versions, git sha, date, threads."""
-    from hardlinear.harness import cpu_model, git_sha
+    from hardlinear.harness.runner import cpu_model, git_sha
 
     try:
         usable = len(os.sched_getaffinity(0))
@@ -172,7 +172,7 @@ def compose(problem: str, method: str | None = None, overrides: Sequence[str] = 
 
 def load_problem(problem: str, overrides: Sequence[str] = ()):
     """The problem a ``conf/problem`` name configures (e.g. ``dcopf_118_qp``; ``["problem.form=inequality"]``)."""
-    from hardlinear.harness import problem_from_config
+    from hardlinear.harness.runner import problem_from_config
 
     return problem_from_config(compose(problem, overrides=overrides))
 

@@ -67,13 +67,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
 
-    from hardlinear.checkpoint import load_run, save_checkpoint
     from hardlinear.data import build_dataset
-    from hardlinear.layers.decision_rule import solve_decision_rule
+    from hardlinear.harness.checkpoint import load_run, save_checkpoint
     from hardlinear.methods.base import Context
     from hardlinear.methods.proposed import Proposed
     from hardlinear.metrics import evaluate
     from hardlinear.problems.dcopf import DCOPF
+    from hardlinear.rules.decision_rule import solve_decision_rule
 
     sampler = RssSampler()
     stages: list[dict] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from hardlinear import results
+from hardlinear.harness import results
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

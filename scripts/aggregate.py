@@ -10,7 +10,7 @@ import sys
 
 import _select
 
-from hardlinear.results import aggregate, parse_where
+from hardlinear.harness.results import aggregate, parse_where
 
 
 def main() -> int:

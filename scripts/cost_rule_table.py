@@ -5,7 +5,7 @@
     python scripts/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule \
         --baseline results/paper/runs.csv
 
-The runs are read with ``hardlinear.results.load_records`` from record folders and legacy results CSVs alike
+The runs are read with ``hardlinear.harness.results.load_records`` from record folders and legacy results CSVs alike
 (the first runs of this table were written to a CSV before per-run records existed).
 
 One row per problem: the rule's verified margin t under each objective, the LDR's test gap, and the proposed
@@ -20,7 +20,7 @@ import argparse
 
 import pandas as pd
 
-from hardlinear.results import load_records
+from hardlinear.harness.results import load_records
 
 BASELINE_EXPERIMENTS = ("table_lp", "table_qp_main", "table_qp_add")
 ORDER = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]

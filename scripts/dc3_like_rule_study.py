@@ -18,7 +18,7 @@ import scipy.sparse as sp
 import torch
 
 import hardlinear
-from hardlinear.layers.decision_rule import solve_decision_rule
+from hardlinear.rules.decision_rule import solve_decision_rule
 
 rng = np.random.default_rng(2021)
 n, meq, mineq = 100, 50, 50

@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hardlinear.harness.results import load_records
 from hardlinear.reporting.dc3_reference import dc3_table
-from hardlinear.results import load_records
 
 DEFAULT_ROOTS = ("results", "results/dc3/runs.csv")
 

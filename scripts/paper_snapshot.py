@@ -5,7 +5,7 @@ stage it for a commit.
     python scripts/paper_snapshot.py --git-add       # ... and `git add results/paper`
 
 The paper study is the legacy ``results/paper/runs.csv`` (read-only since the record store; see
-hardlinear.results) plus every record of study ``paper`` under ``results/`` (scripts/run_paper.py writes them
+hardlinear.harness.results) plus every record of study ``paper`` under ``results/`` (scripts/run_paper.py writes them
 under results/paper/runs/). Records are immutable, so no lock is needed for a consistent snapshot: a run that
 finishes meanwhile adds a record, which the next snapshot includes.
 """

@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hardlinear.harness.results import load_records
 from hardlinear.reporting.peers import load_published, peers_table
-from hardlinear.results import load_records
 
 DC3_NOTE = (
     "not run (compute): DC3 on DC3's problems trains on its own 1,000-epoch schedule (17 to 41 min a seed on the "

@@ -15,9 +15,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from hardlinear.harness import problem_from_config
+from hardlinear.harness.preflight import setup_method
+from hardlinear.harness.runner import problem_from_config
 from hardlinear.methods.base import Context
-from hardlinear.preflight import setup_method
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 

@@ -8,7 +8,7 @@ paper's, from the results CSV (Markdown on stdout; docs/reproduction.md quotes i
 import argparse
 import sys
 
-from hardlinear import results
+from hardlinear.harness import results
 from hardlinear.reporting import paper_reference as paper
 
 # (problem, objective, our experiment, the paper's table)

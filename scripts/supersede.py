@@ -7,7 +7,7 @@ tables (which read the results CSV) stop using them and the record of what was r
 A resumable sweep then reruns those configurations (their config hash is no longer recorded).
 
 For the legacy CSV store only (``results/paper/runs.csv``, read-only since records): records are never moved or
-edited; a change that alters results bumps ``hardlinear.results.RESULTS_VERSION`` instead, which makes resume
+edited; a change that alters results bumps ``hardlinear.harness.results.RESULTS_VERSION`` instead, which makes resume
 rerun every configuration, and the tables use the newest run of each seed.
 """
 

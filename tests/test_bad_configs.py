@@ -11,7 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from hardlinear.schemas import ConfigError, Range, validate_config
+from hardlinear.harness.schemas import ConfigError, Range, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -234,7 +234,7 @@ RENAMED = [
 
 @pytest.mark.parametrize(("key", "message"), RENAMED)
 def test_removed_keys_on_the_command_line_name_their_replacement(key, message):
-    from hardlinear.overrides import unknown_override_errors
+    from hardlinear.harness.overrides import unknown_override_errors
 
     errors = unknown_override_errors([key], CONF)
     assert len(errors) == 1 and errors[0].startswith(message) and "+" not in errors[0]
@@ -246,14 +246,14 @@ def test_removed_keys_added_with_plus_name_their_replacement(hydra_conf, key, me
 
 
 def test_threads_above_the_cores_present_warn(hydra_conf):
-    from hardlinear.schemas import available_cores
+    from hardlinear.harness.schemas import available_cores
 
     with pytest.warns(UserWarning, match=rf"threads={available_cores() + 1} but only {available_cores()} cores .*set threads="):
         validate_config(compose_cfg(f"threads={available_cores() + 1}"))
 
 
 def test_batch_too_large_for_memory_is_refused_with_the_estimate():
-    from hardlinear.preflight import bytes_per_instance, check_batch_memory
+    from hardlinear.harness.preflight import bytes_per_instance, check_batch_memory
     from hardlinear.problems import build_problem
 
     problem = build_problem("dcopf_14")
@@ -268,7 +268,7 @@ def test_batch_too_large_for_memory_is_refused_with_the_estimate():
 
 
 def _run_expecting(overrides, tmp_path):
-    from hardlinear import harness
+    from hardlinear.harness import runner as harness
 
     cache = tmp_path / "cache"
     cfg = compose_cfg(*overrides, "trainer=fast", "progress=false", f"cache_dir={cache}", f"results_dir={tmp_path / 'results'}")
@@ -315,7 +315,7 @@ def test_setting_a_mandatory_key_is_not_an_unknown_key():
     """problem=dcopf leaves problem.case as ??? in the composed config: setting it is the point, not a typo."""
     # in a fresh process: the module's Hydra initialisation (hydra_conf) would make the check compose nothing
     code = (
-        "from hardlinear.overrides import unknown_override_errors as u; import sys; c = sys.argv[1]; "
+        "from hardlinear.harness.overrides import unknown_override_errors as u; import sys; c = sys.argv[1]; "
         "print(u(['problem=dcopf', 'problem.case=pglib_opf_case2000_goc', 'method=proposed'], c)); "
         "print(u(['problem=dcopf', 'problem.cas=x'], c))"
     )

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import torch
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.layers.dc3 import EqualityCompletion, GradientCorrection, row_max
+from hardlinear.layers.peers.dc3 import EqualityCompletion, GradientCorrection, row_max
 from hardlinear.methods.alm import ALM
 from hardlinear.methods.apm import APM
 from hardlinear.methods.base import Context
@@ -184,8 +184,8 @@ def test_apm_stops_at_the_iteration_limit(problems, cls):
 def test_apm_null_space_coordinates_give_the_generic_iterates(problems, key, extrapolate):
     """The fast path (iterating on null-space coordinates) and the reference path (n-vectors, P_V each step)
     are the same algorithm: same iteration counts, same outputs to rounding."""
-    from hardlinear.layers.apm import AlternatingProjection
     from hardlinear.layers.equality import EqualityProjector
+    from hardlinear.layers.peers.apm import AlternatingProjection
 
     problem = problems[key]
     projector = EqualityProjector(problem.family)
@@ -212,8 +212,8 @@ def test_unrolled_correction_gradient_is_non_expansive(problems, key, extrapolat
     """The backward pass through the unrolled iterations is a product of projections' Jacobians (EAPM's
     extrapolated part is a constant there), so it never amplifies: ||dL/dy_net|| <= ||dL/dy_out||. The exact
     EAPM Jacobian multiplies by up to L = 1e4 per step and overflowed float32 in a paper run."""
-    from hardlinear.layers.apm import AlternatingProjection
     from hardlinear.layers.equality import EqualityProjector
+    from hardlinear.layers.peers.apm import AlternatingProjection
 
     problem = problems[key]
     layer = AlternatingProjection(EqualityProjector(problem.family), problem.n_orig, max_iter=300, extrapolate=extrapolate)
@@ -267,8 +267,8 @@ def test_apm_supervised_fit_regresses_the_raw_network(problems, cls):
 @pytest.mark.parametrize("extrapolate", [False, True])
 def test_apm_on_an_infeasible_instance_runs_to_the_limit(extrapolate):
     """V = {s_1 + s_2 = -1} misses C = {s >= 0}: no iterate can be feasible."""
-    from hardlinear.layers.apm import AlternatingProjection
     from hardlinear.layers.equality import EqualityProjector
+    from hardlinear.layers.peers.apm import AlternatingProjection
 
     family = JointlyLinearFamily(
         box=InputBox.symmetric(1),

@@ -326,7 +326,7 @@ def test_run_latency_times_a_reloaded_run_by_both_paths(bench, tmp_path):
     the float32 network's rounding, and the fused outputs feasible."""
     from hydra import compose, initialize_config_dir
 
-    from hardlinear import harness
+    from hardlinear.harness import runner as harness
 
     overrides = ["problem=dcopf_14", "method=proposed", "trainer=fast", "progress=false", "data.val_size=20", "data.test_size=20",
                  "eval.throughput_batch=64", "eval.warmup=0", "eval.time_instances=2", f"cache_dir={tmp_path / 'cache'}",

@@ -13,11 +13,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import hardlinear
-from hardlinear import harness
-from hardlinear.checkpoint import CheckpointError, check_inputs, checkpoint_path, read_checkpoint
 from hardlinear.data import build_dataset
+from hardlinear.harness import runner as harness
+from hardlinear.harness.checkpoint import CheckpointError, check_inputs, checkpoint_path, read_checkpoint
+from hardlinear.harness.reevaluate import evaluate_run
 from hardlinear.metrics import instance_metrics
-from hardlinear.reevaluate import evaluate_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -102,7 +102,7 @@ def test_reevaluation_on_new_test_seed_and_user_inputs(runs, tmp_path, monkeypat
 
 
 def test_reevaluation_is_a_record_of_its_own_study_never_a_duplicate(runs, tmp_path):
-    from hardlinear import results
+    from hardlinear.harness import results
 
     run_dir, _ = runs["proposed"]
     original = results.read_record(run_dir / "record.json")
@@ -142,7 +142,7 @@ def test_a_probe_is_replayed_by_the_inference_path_it_was_recorded_with(runs, tm
     """Fused and unfused outputs differ by the float32 network's rounding, so the probe records its path; a
     checkpoint without that record (older ones) is replayed by either path, and the model keeps the one that
     reproduces it."""
-    from hardlinear.checkpoint import PROBE_RTOL, relative_difference
+    from hardlinear.harness.checkpoint import PROBE_RTOL, relative_difference
 
     run_dir, _ = runs["proposed"]
     payload = torch.load(checkpoint_path(run_dir), weights_only=True)

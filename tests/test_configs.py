@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from hardlinear.harness import problem_from_config
+from hardlinear.harness.runner import problem_from_config
 from hardlinear.methods.base import Method
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from hardlinear import harness, results
+from hardlinear.harness import results
+from hardlinear.harness import runner as harness
 from hardlinear.solvers import SolverUnavailable, solver_class
 
 ROOT = Path(__file__).resolve().parents[1]

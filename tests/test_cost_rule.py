@@ -9,12 +9,12 @@ import scipy.sparse as sp
 import torch
 
 from hardlinear.constraints import InputBox
-from hardlinear.layers.decision_rule import solve_decision_rule
-from hardlinear.layers.robust_lp import row_weights, verified_row_margins
-from hardlinear.layers.rule_cost import RuleCost, expected_cost
 from hardlinear.methods.ldr import LDR
 from hardlinear.methods.proposed import Proposed
 from hardlinear.problems import Portfolio, build_problem
+from hardlinear.rules.cost import RuleCost, expected_cost
+from hardlinear.rules.decision_rule import solve_decision_rule
+from hardlinear.rules.robust_lp import row_weights, verified_row_margins
 
 
 def test_expected_cost_closed_form_matches_monte_carlo():

@@ -85,7 +85,7 @@ def test_dc3_nonconvex_objective_and_local_reference():
 def test_dc3_completion_with_dc3s_partial_variables():
     """The correction's step size depends on the partial variables: on DC3's 50/50 dataset its own make
     ||H P|| ~30x larger than the pivoted ones (1905 against 58), so its lr moves ~1000x further."""
-    from hardlinear.layers.dc3 import EqualityCompletion, GradientCorrection
+    from hardlinear.layers.peers.dc3 import EqualityCompletion, GradientCorrection
 
     p = build_problem("dc3_qp")
     ours = EqualityCompletion(p.family)

@@ -13,9 +13,9 @@ import torch
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.layers import DecisionRule, DecisionRuleInfeasible, max_uncertainty, solve_decision_rule
-from hardlinear.layers.robust_lp import find_expression_pairs, row_weights, solve_robust_lp, verified_row_margins
-from hardlinear.layers.robust_sdp import sdp_row_weights, solve_robust_sdp
 from hardlinear.problems import Portfolio, build_problem
+from hardlinear.rules.robust_lp import find_expression_pairs, row_weights, solve_robust_lp, verified_row_margins
+from hardlinear.rules.robust_sdp import sdp_row_weights, solve_robust_sdp
 
 PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "paper_data"
 EQ_TOL = 1e-9  # relative equality residual of the rule's output, float64
@@ -229,7 +229,7 @@ def test_infeasible_level_raises_with_the_largest_feasible_level():
 def test_exact_largest_uncertainty_separates_feasible_from_infeasible_levels(key):
     """The one-LP level r* (Charnes-Cooper form of the robust LP) is where t* changes sign: the ordinary
     margin LP gives t* > 0 just below it and t* < 0 just above, and the bisection agrees to its tolerance."""
-    from hardlinear.layers.decision_rule import max_uncertainty_exact, rebuilder, rule_margin
+    from hardlinear.rules.decision_rule import max_uncertainty_exact, rebuilder, rule_margin
 
     problem = build_problem(key)
     r_star = max_uncertainty_exact(problem)
@@ -242,7 +242,7 @@ def test_exact_largest_uncertainty_separates_feasible_from_infeasible_levels(key
 
 
 def test_exact_largest_uncertainty_declines_the_sdp():
-    from hardlinear.layers.decision_rule import max_uncertainty_exact
+    from hardlinear.rules.decision_rule import max_uncertainty_exact
 
     assert max_uncertainty_exact(Portfolio()) is None  # input-dependent left-hand side: bisection only
 
@@ -336,7 +336,7 @@ def _paired_family(seed: int = 2, n: int = 4, k: int = 3, m: int = 25) -> Jointl
 def test_margin_gap_stops_early_with_a_certified_bound(monkeypatch):
     """Stopped at the gap, the rule is feasible with its verified t*, the working-set optimum bounds the full
     LP's t* from above, and the two are within the gap; with gap 0 the rounds run to the last row."""
-    import hardlinear.layers.robust_lp as robust_lp
+    import hardlinear.rules.robust_lp as robust_lp
 
     family = _paired_family()
     w = row_weights(family.H, "inequality")
@@ -356,8 +356,8 @@ def test_level_gap_returns_a_certified_lower_bound():
     """dcopf_118's level LP takes two rounds; its first round's rule is feasible at some smaller scale (0.12 or
     0.53 of the bound 1.15-1.24, depending on the BLAS's rounding of the seed), so a loose gap stops there with
     that scale: below the exact level, within the gap of the bound, and a rule exists just below it."""
-    from hardlinear.layers.decision_rule import max_uncertainty_exact, rebuilder, rule_margin
-    from hardlinear.layers.robust_lp import max_uncertainty_scaling
+    from hardlinear.rules.decision_rule import max_uncertainty_exact, rebuilder, rule_margin
+    from hardlinear.rules.robust_lp import max_uncertainty_scaling
 
     gap = 0.999
     problem = build_problem("dcopf_118")

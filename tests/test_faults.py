@@ -25,11 +25,12 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from hardlinear import harness, results
 from hardlinear.constraints import JointlyLinearFamily
 from hardlinear.data import build_dataset
+from hardlinear.harness import results
+from hardlinear.harness import runner as harness
+from hardlinear.harness.loggers import make_loggers
 from hardlinear.layers import solve_decision_rule
-from hardlinear.loggers import make_loggers
 from hardlinear.methods.base import Context
 from hardlinear.methods.penalty import Penalty
 from hardlinear.problems import Portfolio, build_problem

@@ -112,7 +112,7 @@ def test_paper_points_are_reference_markers(runs):
 
 def _write_records(runs):
     """Each run of ``runs`` as the record its run would have written (config: the study and the trainer)."""
-    from hardlinear import results
+    from hardlinear.harness import results
 
     for row in runs.to_dict("records"):
         config = {"study": row["study"], "experiment": row["experiment"], "trainer": {"name": row["trainer"]}, "seed": row["seed"]}

@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from hardlinear.layers.fused import FusedProposed, LayerPath, NotFusable, fold_network, fuse
+from hardlinear.layers.network import MLP
 from hardlinear.methods.base import Context
 from hardlinear.methods.proposed import Proposed
 from hardlinear.problems import Portfolio, build_problem
-from hardlinear.train.network import MLP
 
 # Weight scale of the last layer per problem: enough spread that a batch has rows with alpha = 0 and > 0.
 SIGMA = {"dcopf_14": 30.0, "dcopf_118": 0.3}
@@ -347,12 +347,12 @@ def test_fold_network_is_the_network_and_refuses_unknown_layers():
 
 
 def test_fused_inference_option_is_validated_from_the_signature():
-    """``fused_inference`` needs no entry in hardlinear.schemas: it is read from Proposed's signature."""
+    """``fused_inference`` needs no entry in hardlinear.harness.schemas: it is read from Proposed's signature."""
     from pathlib import Path
 
     from hydra import compose, initialize_config_dir
 
-    from hardlinear.schemas import ConfigError, validate_config
+    from hardlinear.harness.schemas import ConfigError, validate_config
 
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import hardlinear
-from hardlinear.layers.decision_rule import DecisionRuleInfeasible, solve_decision_rule
-from hardlinear.layers.robust_lp import row_weights, solve_robust_lp, verified_row_margins
-from hardlinear.layers.rule_cost import RuleCost, expected_cost
+from hardlinear.rules.cost import RuleCost, expected_cost
+from hardlinear.rules.decision_rule import DecisionRuleInfeasible, solve_decision_rule
+from hardlinear.rules.robust_lp import row_weights, solve_robust_lp, verified_row_margins
 
 K = 3
 OCTAHEDRON_A = np.array(list(itertools.product([-1.0, 1.0], repeat=K)))  # |xi_1| + |xi_2| + |xi_3| <= 1

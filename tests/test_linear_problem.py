@@ -95,7 +95,7 @@ def test_given_inputs_become_the_datasets(tmp_path):
 def test_harness_runs_a_method_on_a_file(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from hardlinear.harness import run
+    from hardlinear.harness.runner import run
 
     path = tmp_path / "p.npz"
     np.savez(path, **small_arrays(), test_inputs=np.array([[0.0, 0.0], [0.5, 0.5], [-0.5, 1.0]]))
@@ -140,7 +140,7 @@ def test_npz_polytope_keys_give_a_polytope_problem(tmp_path):
 def test_harness_runs_proposed_on_a_polytope_file(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from hardlinear.harness import run
+    from hardlinear.harness.runner import run
 
     path = tmp_path / "p.npz"
     np.savez(path, **_simplex_arrays())

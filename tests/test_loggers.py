@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hardlinear.loggers import CSVLogger, MultiLogger, WandbLogger, make_loggers, wandb_labels
+from hardlinear.harness.loggers import CSVLogger, MultiLogger, WandbLogger, make_loggers, wandb_labels
 
 WANDB_HEADER = 7  # ":W&B", a 2-byte magic, a version byte
 BLOCK = 32768  # the LevelDB log format W&B writes: 32 KiB blocks of checksummed records

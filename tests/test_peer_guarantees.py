@@ -22,8 +22,8 @@ import torch
 
 from hardlinear.constraints import InputBox, InputDependentFamily, JointlyLinearFamily
 from hardlinear.layers import solve_decision_rule
-from hardlinear.layers.gauge import GaugeMap
-from hardlinear.layers.hardnet import HardNetAffLayer
+from hardlinear.layers.peers.gauge import GaugeMap
+from hardlinear.layers.peers.hardnet import HardNetAffLayer
 from hardlinear.methods.base import Context, NotApplicable
 from hardlinear.methods.hardnet_aff import HardNetAff
 from hardlinear.problems import build_problem
@@ -284,7 +284,7 @@ def test_gauge_map_refuses_unbounded_sets_unless_given_a_radius():
 
 # --- cvxpylayers projection ----------------------------------------------------------------------------------
 def test_projection_layer_is_feasible_to_solver_tolerance_only():
-    from hardlinear.layers.qp_projection import QPProjectionLayer
+    from hardlinear.layers.peers.qp_projection import QPProjectionLayer
     from hardlinear.methods.post_projection import project
 
     problem = build_problem("portfolio", form="inequality")  # H(x) varies: a parameter matrix in the layer

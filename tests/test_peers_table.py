@@ -3,8 +3,8 @@ not-applicable and failed rows with their reasons, missing seeds said loudly, pu
 
 import pytest
 
+from hardlinear.harness.results import load_records, write_record
 from hardlinear.reporting.peers import load_published, method_rows, peers_table
-from hardlinear.results import load_records, write_record
 
 
 def _record(tmp_path, problem, method, seed, status="ok", reason="", **metrics):

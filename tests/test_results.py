@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hardlinear import results
+from hardlinear.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = {
@@ -152,7 +152,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_results import record
-from hardlinear import results
+from hardlinear.harness import results
 root = Path({root!r})
 i = 0
 while True:
@@ -188,7 +188,7 @@ import resource, signal, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_results import record
-from hardlinear import results
+from hardlinear.harness import results
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
 resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000))
 results.write_record(Path({root!r}) / "small", record(1))

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-import hardlinear.layers.robust_lp_reduced as reduced_module
+import hardlinear.rules.robust_lp_reduced as reduced_module
 from hardlinear.layers import solve_decision_rule
-from hardlinear.layers.decision_rule import check_rule_device
-from hardlinear.layers.robust_lp import row_weights, verified_row_margins
-from hardlinear.layers.robust_lp_reduced import (
+from hardlinear.problems import build_problem
+from hardlinear.rules.decision_rule import check_rule_device
+from hardlinear.rules.robust_lp import row_weights, verified_row_margins
+from hardlinear.rules.robust_lp_reduced import (
     _NormalSolver,
     _Point,
     _WorkingSet,
@@ -22,7 +23,6 @@ from hardlinear.layers.robust_lp_reduced import (
     packed_outer_products,
     solve_robust_lp_reduced,
 )
-from hardlinear.problems import build_problem
 
 T_BACKEND = 1e-8  # relative agreement of the two paths' verified margins (measured: <= 6e-14 on 14-118 buses)
 CPU_BACKEND = torch.device("cpu")  # a torch.device, not the string "cpu": the torch backend on the CPU
@@ -115,7 +115,7 @@ def test_cuda_asked_for_without_cuda_fails_before_any_work():
 def test_config_with_a_cuda_rule_device_fails_validation_without_cuda():
     from hydra import compose, initialize_config_dir
 
-    from hardlinear.schemas import ConfigError, validate_config
+    from hardlinear.harness.schemas import ConfigError, validate_config
 
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from hardlinear.layers import decision_rule
-from hardlinear.layers.decision_rule import _resolve_solver, solve_decision_rule
 from hardlinear.problems import build_problem
+from hardlinear.rules.decision_rule import _resolve_solver, solve_decision_rule
 
 
 def test_auto_keeps_clarabel_up_to_case500():

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from test_rule_solver_reduced import T_REL, _check_rule, _problem
 
-from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
-from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
-from hardlinear.layers.robust_lp_sparse import solve_robust_lp_sparse, sparse_lp_nonzeros
 from hardlinear.problems import build_problem
+from hardlinear.rules.robust_lp import row_weights, solve_robust_lp
+from hardlinear.rules.robust_lp_reduced import solve_robust_lp_reduced
+from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse, sparse_lp_nonzeros
 
 
 @pytest.mark.parametrize("form", ["standard", "inequality"])

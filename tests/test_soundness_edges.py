@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from hardlinear.layers.decision_rule import (
+from hardlinear.layers.feasibility import FeasibilityLayer
+from hardlinear.layers.fused import FusedProposed
+from hardlinear.methods.base import Context
+from hardlinear.methods.ldr import LDR
+from hardlinear.methods.proposed import Proposed
+from hardlinear.problems import Portfolio, build_problem
+from hardlinear.rules.checks import reverify, rounding_shortfall
+from hardlinear.rules.decision_rule import (
     DecisionRule,
     _load_cached,
     _save_cached,
     max_uncertainty_exact,
     solve_decision_rule,
 )
-from hardlinear.layers.feasibility import FeasibilityLayer
-from hardlinear.layers.fused import FusedProposed
-from hardlinear.layers.rule_checks import reverify, rounding_shortfall
-from hardlinear.methods.base import Context
-from hardlinear.methods.ldr import LDR
-from hardlinear.methods.proposed import Proposed
-from hardlinear.problems import Portfolio, build_problem
 
 
 @pytest.fixture(scope="module")

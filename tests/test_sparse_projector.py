@@ -17,8 +17,8 @@ import torch
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.layers import equality
 from hardlinear.layers.equality import EqualityProjector
-from hardlinear.layers.sparse_elimination import eliminate
 from hardlinear.problems.dcopf import DCOPF
+from hardlinear.rules.sparse_elimination import eliminate
 
 CASES = [
     ("pglib_opf_case14_ieee", None),
@@ -134,7 +134,7 @@ def test_rule_skips_zero_columns_of_a_large_rule(monkeypatch, tmp_path) -> None:
     """Above SPARSE_COLUMNS_MIN_SIZE the rule multiplies only its nonzero input columns: same outputs, and the
     cached columns follow in-place changes of the weights."""
     from hardlinear.layers import decision_rule
-    from hardlinear.layers.decision_rule import solve_decision_rule
+    from hardlinear.rules.decision_rule import solve_decision_rule
 
     problem = DCOPF("pglib_opf_case30_ieee")
     rule = solve_decision_rule(problem, cache_dir=tmp_path)

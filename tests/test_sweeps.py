@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hardlinear import results
+from hardlinear.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 # A cheap method that needs no decision rule: the soft-penalty network, smoke-trained.
@@ -67,7 +67,7 @@ def test_sweep_count_lets_the_command_line_win_over_the_experiment():
     """`+experiment=table_lp seed=0` runs 5 problems x 8 methods x 1 seed, not x 3: the bar's total says so."""
     from omegaconf import OmegaConf
 
-    from hardlinear.sweep import count_sweep, sweep_overrides
+    from hardlinear.harness.sweep import count_sweep, sweep_overrides
 
     config = OmegaConf.create(
         {"hydra": {"overrides": {"task": ["+experiment=table_lp", "seed=0"]},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hardlinear import results
+from hardlinear.harness import results
 from hardlinear.reporting import TABLE_NAMES, make_figures, make_tables
 from hardlinear.reporting import paper_reference as paper
 from hardlinear.reporting.tables import RowKey, fmt, fmt_pair, fmt_sci, fmt_time, method_label, tex_escape

@@ -7,9 +7,9 @@ import torch
 from test_fixed_training_set import problem_with_train
 
 from hardlinear.data import build_dataset
+from hardlinear.harness.results import identity
 from hardlinear.methods.base import Context
 from hardlinear.methods.penalty import Penalty
-from hardlinear.results import identity
 from hardlinear.train.trainer import TrainerConfig, train
 
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import hardlinear
-from hardlinear.layers.decision_rule import DecisionRuleInfeasible, solve_decision_rule
-from hardlinear.layers.robust_lp import ProgramUnbounded, row_weights, solve_robust_lp, verified_row_margins
+from hardlinear.rules.decision_rule import DecisionRuleInfeasible, solve_decision_rule
+from hardlinear.rules.robust_lp import ProgramUnbounded, row_weights, solve_robust_lp, verified_row_margins
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -175,7 +175,7 @@ def test_unbounded_set_is_warned_capped_and_solvers_agree():
 def test_unbounded_set_with_a_quadratic_cost_and_a_linear_one():
     c, H = _unbounded_family(seed=1)
     weights = row_weights(c.compact.H, "inequality")
-    from hardlinear.layers.rule_cost import RuleCost
+    from hardlinear.rules.cost import RuleCost
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -215,7 +215,7 @@ def test_package_import_loads_neither_numpy_nor_torch():
 def test_large_margin_cap_keeps_the_cost_stage_solvable(cap):
     """A cap of 1e5 made the cost stage's floor 5e4 and its rule coefficients ~1e7: Clarabel reported
     PrimalInfeasible. The stage now fixes t at the floor and solves in units of it."""
-    from hardlinear.layers.rule_cost import RuleCost
+    from hardlinear.rules.cost import RuleCost
 
     c, _ = _unbounded_family(seed=1)
     weights = row_weights(c.compact.H, "inequality")

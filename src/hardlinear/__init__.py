@@ -2,7 +2,7 @@
 
 The public names load on first use, so that ``import hardlinear`` stays light and loads neither numpy nor torch
 (``hardlinear.threads`` must size the native thread pools before they start): ``hardlinear.load_run`` and
-``hardlinear.export`` (:mod:`hardlinear.checkpoint`), ``hardlinear.LinearConstraints`` and
+``hardlinear.export`` (:mod:`hardlinear.harness.checkpoint`), ``hardlinear.LinearConstraints`` and
 ``hardlinear.feasibility_layer`` (:mod:`hardlinear.api`).
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {"export": "checkpoint", "load_run": "checkpoint", "LinearConstraints": "api", "feasibility_layer": "api"}
+_LAZY = {"export": "harness.checkpoint", "load_run": "harness.checkpoint", "LinearConstraints": "api", "feasibility_layer": "api"}
 
 __all__ = ["LinearConstraints", "export", "feasibility_layer", "load_run"]
 

@@ -14,7 +14,7 @@ task output", so random test sets say little about it. The audit looks where it 
   ``ascent_layer`` (gradient ascent on the layer *output's* violation, which pushes several rows onto their
   bounds at once);
 * dtypes: the layer in float64, and in float32 with the safe network cast to float32 (a
-  :class:`~hardlinear.layers.decision_rule.DecisionRule` keeps its float64 coefficients under that cast, as in
+  :class:`~hardlinear.rules.decision_rule.DecisionRule` keeps its float64 coefficients under that cast, as in
   ``Proposed(layer_dtype="float32")``; another safe network is cast).
 
 Every output is evaluated in float64 (at the input the layer saw, i.e. after rounding ``xi`` to its dtype),
@@ -338,7 +338,7 @@ def audit(
 ) -> list[AuditRow]:
     """Audit ``layer`` (a :class:`~hardlinear.layers.feasibility.FeasibilityLayer` on ``problem.family`` with a
     float64 safe network) over every (input set, task kind, dtype); one :class:`AuditRow` per group."""
-    from hardlinear.train.network import MLP
+    from hardlinear.layers.network import MLP
 
     if getattr(problem.compact, "polytope", None) is not None:
         raise ValueError(

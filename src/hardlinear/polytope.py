@@ -3,7 +3,7 @@
 The robust LP over a box has a closed-form worst case per row; over a polytope the worst case of an affine
 slack ``z_0 + z'xi`` is itself an LP, ``min_{A xi <= b} z'xi``, whose dual is ``max -b'lam`` s.t. ``A'lam = -z``,
 ``lam >= 0``. The rule's LP carries one such multiplier vector per inequality row
-(:mod:`hardlinear.layers.robust_lp`); the verification after solving calls :func:`support` (HiGHS, all rows in
+(:mod:`hardlinear.rules.robust_lp`); the verification after solving calls :func:`support` (HiGHS, all rows in
 one block-diagonal LP) and turns each row's dual into a bound that holds whatever the LP's tolerances
 (:func:`support`'s docstring). Everything is float64.
 

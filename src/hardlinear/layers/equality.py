@@ -18,7 +18,7 @@ The paper's appendix ("Handling equality constraints"): ``y - Gbar (G y - g)`` w
 
 * Constant sparse ``G`` at large ``n`` (more than ``SPARSE_MIN_N`` columns, e.g. DC-OPF above ~500 buses in the
   standard form): the SVD's ``n x n`` factor would not fit (3 GB at 2,000 buses, 120 GB at 13,659), so the same
-  null form is built from one sparse LU of ``G G'`` (:mod:`hardlinear.layers.sparse_elimination`): ``N`` from
+  null form is built from one sparse LU of ``G G'`` (:mod:`hardlinear.rules.sparse_elimination`): ``N`` from
   projected random vectors, ``P = G' (G G')^{-1} B_eq``. ``N N'`` and ``P`` are the same matrices as the SVD's (the
   projector onto ``null(G)`` and the min-norm solution are unique), so outputs agree to rounding
   (tests/test_sparse_projector.py); memory is ``O(nnz(LU) + n (d + k))``. Dependent rows make ``G G'`` singular:
@@ -162,9 +162,9 @@ class EqualityProjector(nn.Module):
 
     # --- constant sparse G at large n: one sparse LU of G G' ---------------------------------------------
     def _factorise_sparse(self, G: sp.csr_matrix, B_eq: np.ndarray) -> bool:
-        """The null form from :func:`~hardlinear.layers.sparse_elimination.eliminate`; False where it does not
+        """The null form from :func:`~hardlinear.rules.sparse_elimination.eliminate`; False where it does not
         apply (the caller then uses the SVD)."""
-        from hardlinear.layers.sparse_elimination import PARTICULAR_TOL, eliminate
+        from hardlinear.rules.sparse_elimination import PARTICULAR_TOL, eliminate
 
         elim = eliminate(G)
         if elim is None:

@@ -84,7 +84,7 @@ class NotFusable(ValueError):
 def fold_network(net: nn.Module) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]:
     """``(hidden, last)``: the eval-mode network as ReLU layers ``[(W, b), ...]`` and a last affine ``(W, b)``,
     all float64, with ``Standardize`` and batch normalisation folded in. Raises NotFusable for other modules."""
-    from hardlinear.train.network import MLP, Standardize
+    from hardlinear.layers.network import MLP, Standardize
 
     seq = net.net if isinstance(net, MLP) else net
     if not isinstance(seq, nn.Sequential):
@@ -227,7 +227,7 @@ class FusedProposed(nn.Module):
         chunk_rows: int | None = None,
     ) -> None:
         super().__init__()
-        from hardlinear.layers.decision_rule import DecisionRule
+        from hardlinear.rules.decision_rule import DecisionRule
 
         proj, slacks = layer.projector, layer.slacks
         if proj is None:
@@ -542,7 +542,7 @@ class LayerPath(nn.Module):
         self.reason = reason
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        from hardlinear.methods.penalty import run_net
+        from hardlinear.layers.network import run_net
 
         method = self._method[0]
         return method.layer(xi.to(method.layer_dtype), run_net(method.net, xi).to(method.layer_dtype))

@@ -23,7 +23,7 @@ as post-projection's, and APM corrects it at inference; ``train_iter`` and ``pen
 At inference the prediction is taken to ``P_V`` (the equalities, by
 :class:`hardlinear.layers.equality.EqualityProjector`) and then alternately projected onto the slacks'
 nonnegative orthant and back onto ``V`` until its largest inequality violation is ``<= tol`` (1e-4) or after
-``max_iter`` (300) iterations; see :mod:`hardlinear.layers.apm`. Needs the standard form (slacks).
+``max_iter`` (300) iterations; see :mod:`hardlinear.layers.peers.apm`. Needs the standard form (slacks).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class APM(Penalty):
                 f"{self.name} projects onto the slacks' orthant and needs the standard form; "
                 f"got form={problem.form!r}: run with problem.form=standard"
             )
-        from hardlinear.layers.apm import AlternatingProjection
         from hardlinear.layers.equality import EqualityProjector
+        from hardlinear.layers.peers.apm import AlternatingProjection
 
         super().setup(problem, ctx)
         t0 = time.perf_counter()

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from hardlinear.errors import NotApplicable  # noqa: F401 - re-exported: every method raises it
+
 
 @dataclass
 class Context:
@@ -39,7 +41,7 @@ class Context:
 
     def make_mlp(self, box, n_out: int) -> nn.Module:
         """The task network every learned method uses, sized by the ``network`` settings."""
-        from hardlinear.train.network import MLP
+        from hardlinear.layers.network import MLP
 
         return MLP(box, n_out, **self.network)
 
@@ -61,10 +63,6 @@ def check_dtype(layer_dtype: str) -> torch.dtype:
     if layer_dtype not in DTYPES:
         raise ValueError(f"layer_dtype must be one of {sorted(DTYPES)}; got {layer_dtype!r}")
     return DTYPES[layer_dtype]
-
-
-class NotApplicable(Exception):
-    """Raised by ``Method.setup`` when a method does not apply to a problem; the message says why."""
 
 
 class Method(nn.Module):

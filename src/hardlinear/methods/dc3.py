@@ -1,5 +1,5 @@
 """DC3 (Donti, Rolnick, Kolter 2021): predict the partial variables, complete the equalities, correct the
-inequalities by unrolled gradient steps; see :mod:`hardlinear.layers.dc3` for the two layers.
+inequalities by unrolled gradient steps; see :mod:`hardlinear.layers.peers.dc3` for the two layers.
 
 Training: ``y = correct(complete(net(x)))`` with ``train_steps`` correction steps unrolled (DC3 used 10), loss::
 
@@ -14,7 +14,7 @@ or 0.5 (portfolio, ``conf/problem_method/portfolio_dc3.yaml``).
 ``completion``: which variables the network predicts. ``pivoted`` (default) picks them by column-pivoted QR,
 the best-conditioned completion; ``problem`` takes the problem's own choice (``completion_partial_vars()``: on
 DC3's benchmark, the variables DC3's code drew). The correction's effective step depends on this choice (see
-:mod:`hardlinear.layers.dc3`), so DC3's ``lr`` reproduces DC3 only with DC3's variables.
+:mod:`hardlinear.layers.peers.dc3`), so DC3's ``lr`` reproduces DC3 only with DC3's variables.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import time
 
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
-from hardlinear.methods.penalty import check_penalty_options, run_net, soft_loss
+from hardlinear.methods.penalty import check_penalty_options, soft_loss
 
 COMPLETIONS = ("pivoted", "problem")
 
@@ -64,7 +65,7 @@ class DC3(Method):
         self.layer_dtype = check_dtype(layer_dtype)
 
     def setup(self, problem, ctx: Context) -> float:
-        from hardlinear.layers.dc3 import EqualityCompletion, GradientCorrection
+        from hardlinear.layers.peers.dc3 import EqualityCompletion, GradientCorrection
 
         self.problem = problem
         t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 Same network and training as :class:`~hardlinear.methods.apm.APM`; each iteration moves from ``x`` (in the
 equality set ``V``) to ``x + relaxation * L * (P_V P_C x - x)`` with ``L = ||P_C x - x||^2 /
 ||P_V P_C x - x||^2`` clipped to ``[1, max_extrapolation]`` (the exact step and why it is safe are in
-:mod:`hardlinear.layers.apm`). Stops at the same tolerance and iteration limit as APM.
+:mod:`hardlinear.layers.peers.apm`). Stops at the same tolerance and iteration limit as APM.
 """
 
 from __future__ import annotations

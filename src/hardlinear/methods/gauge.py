@@ -1,5 +1,5 @@
 """Gauge map with the decision rule as the interior point (beyond the literature; see
-:mod:`hardlinear.layers.gauge`): the network's ``tanh`` output ``z`` in the unit inf-ball of the free
+:mod:`hardlinear.layers.peers.gauge`): the network's ``tanh`` output ``z`` in the unit inf-ball of the free
 coordinates is mapped onto the whole feasible set ``C(x)`` around the rule's output ``y0(x)``, trained on the
 objective. Every output is feasible for inputs in the box; unlike the proposed blend, feasible network outputs
 are moved too (the map is a bijection, not a correction).
@@ -15,9 +15,9 @@ import time
 
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, load_rule
-from hardlinear.methods.penalty import run_net
 
 
 class Gauge(Method):
@@ -42,8 +42,8 @@ class Gauge(Method):
         self.t_star = float("nan")
 
     def setup(self, problem, ctx: Context) -> float:
-        from hardlinear.layers.gauge import GaugeMap
-        from hardlinear.layers.reduced import ReducedInequalities
+        from hardlinear.layers.peers.gauge import GaugeMap
+        from hardlinear.layers.peers.reduced import ReducedInequalities
 
         self.problem = problem
         ReducedInequalities(problem.family, "the gauge map")  # NotApplicable before the rule's solve

@@ -1,5 +1,5 @@
 """HardNet-Aff (Min, Azizan et al. 2024-25): the network predicts the free coordinates, a closed-form correction
-makes every affine inequality hold (:mod:`hardlinear.layers.hardnet`), trained end to end through it.
+makes every affine inequality hold (:mod:`hardlinear.layers.peers.hardnet`), trained end to end through it.
 
 Applies only where the inequality rows on the free variables have full row rank (no more inequality rows than
 free dimensions): ``setup`` checks it and raises :class:`~hardlinear.methods.base.NotApplicable` with the
@@ -18,8 +18,9 @@ import time
 
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
-from hardlinear.methods.penalty import check_penalty_options, run_net, soft_loss
+from hardlinear.methods.penalty import check_penalty_options, soft_loss
 
 
 class HardNetAff(Method):
@@ -44,7 +45,7 @@ class HardNetAff(Method):
         self.layer_dtype = check_dtype(layer_dtype)
 
     def setup(self, problem, ctx: Context) -> float:
-        from hardlinear.layers.hardnet import HardNetAffLayer
+        from hardlinear.layers.peers.hardnet import HardNetAffLayer
 
         self.problem = problem
         t0 = time.perf_counter()

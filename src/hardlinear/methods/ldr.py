@@ -6,8 +6,8 @@ import time
 
 import torch
 
-from hardlinear.layers.rule_checks import output_dtype_for
 from hardlinear.methods.base import Context, Method, check_dtype
+from hardlinear.rules.checks import output_dtype_for
 
 
 def load_rule(
@@ -22,7 +22,7 @@ def load_rule(
     ``rule_objective="cost"``: the cost-aware rule (keeps ``t >= margin_fraction * t*``, minimises the expected
     objective over the box; docs/cost_aware_rule.md). ``rule_device``: where the "reduced" solver runs.
     """
-    from hardlinear.layers.decision_rule import solve_decision_rule
+    from hardlinear.rules.decision_rule import solve_decision_rule
 
     t0 = time.perf_counter()
     rule = solve_decision_rule(
@@ -73,7 +73,7 @@ class LDR(Method):
 
 def check_rule_options(rule_objective: str, fraction: float) -> tuple[str, float]:
     """Validate the rule's objective options at construction, before any solving."""
-    from hardlinear.layers.rule_cost import RULE_OBJECTIVES
+    from hardlinear.rules.cost import RULE_OBJECTIVES
 
     if rule_objective not in RULE_OBJECTIVES:
         raise ValueError(f"rule_objective must be one of {RULE_OBJECTIVES}; got {rule_objective!r}")
@@ -84,8 +84,8 @@ def check_rule_options(rule_objective: str, fraction: float) -> tuple[str, float
 
 
 def check_device_option(rule_device: str, rule_solver: str) -> str:
-    """Validate ``rule_device`` at construction (see :func:`~hardlinear.layers.decision_rule.check_rule_device`)."""
-    from hardlinear.layers.decision_rule import check_rule_device
+    """Validate ``rule_device`` at construction (see :func:`~hardlinear.rules.decision_rule.check_rule_device`)."""
+    from hardlinear.rules.decision_rule import check_rule_device
 
     check_rule_device(rule_device, rule_solver)
     return rule_device

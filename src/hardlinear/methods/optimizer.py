@@ -19,8 +19,8 @@ import time
 import numpy as np
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction
-from hardlinear.methods.penalty import run_net
 from hardlinear.solvers import SolverError, solver_class
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, check_dtype
 
 NORMS = ("l2", "squared")
@@ -60,12 +61,6 @@ def check_penalty_options(penalty: float, norm: str, eq_fraction: float) -> None
         raise ValueError(f"norm must be one of {NORMS}; got {norm!r}")
     if not 0.0 <= eq_fraction <= 1.0:
         raise ValueError(f"eq_fraction must be in [0, 1]; got {eq_fraction}")
-
-
-def run_net(net: torch.nn.Module, xi: torch.Tensor) -> torch.Tensor:
-    """``net(xi)`` with ``xi`` cast to the network's dtype: callers may pass float64 inputs, so that the layers
-    after the network enforce the constraints of the exact input rather than of its float32 rounding."""
-    return net(xi.to(next(net.parameters()).dtype))
 
 
 class Penalty(Method):

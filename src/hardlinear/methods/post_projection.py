@@ -32,9 +32,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction
 from hardlinear.methods.optimizer import ON_FAILURE, check_failures
-from hardlinear.methods.penalty import run_net
 from hardlinear.solvers import SolveResult, solver_class
 
 SOLVERS = ("clarabel", "osqp", "gurobi")

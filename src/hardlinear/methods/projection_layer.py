@@ -1,5 +1,5 @@
 """End-to-end projection (OptNet / cvxpylayers): the network's output is projected onto C(x) by a
-differentiable QP layer (:mod:`hardlinear.layers.qp_projection`) in training and at inference, trained on the
+differentiable QP layer (:mod:`hardlinear.layers.peers.qp_projection`) in training and at inference, trained on the
 objective of the projected point. Applies to every problem; its cost is one interior-point solve (and, in
 training, one derivative) per instance, which is the finding this method is here to measure (per-epoch
 training time: ``benchmarks/bench_training.py --methods projection_layer``).
@@ -14,8 +14,8 @@ import warnings
 
 import torch
 
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction
-from hardlinear.methods.penalty import run_net
 
 VIOLATION_WARN = 1e-6  # a returned point whose largest residual exceeds this is reported (Clarabel: ~1e-8)
 
@@ -30,7 +30,7 @@ class ProjectionLayer(Method):
         self.name, self.solve_method, self.solver_options = name, solve_method, dict(solver_options)
 
     def setup(self, problem, ctx: Context) -> float:
-        from hardlinear.layers.qp_projection import QPProjectionLayer
+        from hardlinear.layers.peers.qp_projection import QPProjectionLayer
 
         self.problem = problem
         t0 = time.perf_counter()

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hardlinear.layers.rule_checks import output_dtype_for
+from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
-from hardlinear.methods.penalty import run_net
+from hardlinear.rules.checks import output_dtype_for
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
 

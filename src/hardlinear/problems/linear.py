@@ -222,7 +222,7 @@ class LinearProblem(Problem):
         self.given_inputs = given
         self.cost_moments = None  # the cost-aware rule's expectation: the box's closed form, or the polytope's samples
         if family.polytope is not None:
-            from hardlinear.layers.rule_cost import sample_moments
+            from hardlinear.moments import sample_moments
             from hardlinear.polytope import MOMENT_SAMPLES
 
             self.cost_moments = sample_moments(family.polytope.sample(MOMENT_SAMPLES, self.box.lo, self.box.hi, seed=0))

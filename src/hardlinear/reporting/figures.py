@@ -64,7 +64,7 @@ def runs_frame(results, study: str | None = None, where: dict | None = None):
     a loaded table, a study, filters on any config key): ``status == ok`` rows, the penalty sweep left out,
     ``run_dir`` the folder of each record (its ``epochs.csv``), plus ``trainer`` (the record's ``cfg.trainer.name``; ``not recorded`` for legacy CSV rows, whose config
     is not stored)."""
-    from hardlinear.results import RECORD_FILE, report_table
+    from hardlinear.harness.results import RECORD_FILE, report_table
 
     df = report_table(results, study=study, where=where)
     df = df[df["status"].isin(["ok", ""]) & (df["experiment"] != PENALTY_EXPERIMENT)].copy()

@@ -1,6 +1,6 @@
 """The paper's five tables from the results table, with the paper's figures in adjacent columns.
 
-Pure functions of the derived results table (``hardlinear.results.load_records``: the records under the
+Pure functions of the derived results table (``hardlinear.harness.results.load_records``: the records under the
 roots given, and the legacy ``results/paper/runs.csv`` with its ``.skipped.csv`` and ``superseded.csv``):
 nothing is rerun, and the same records give byte-identical Markdown and LaTeX. One call renders one
 selection (a study, a filter on config keys). How runs become table rows:
@@ -189,7 +189,7 @@ class MixedSettings(ValueError):
 
 def _setting_keys(columns) -> list[str]:
     """The ``cfg.*`` columns that are settings of a result: config keys that count for the identity, minus the seed."""
-    from hardlinear.results import CONFIG_PREFIX, NON_IDENTITY_KEYS
+    from hardlinear.harness.results import CONFIG_PREFIX, NON_IDENTITY_KEYS
 
     def counts(key: str) -> bool:
         return key != "seed" and not any(key == k or key.startswith(k + ".") for k in NON_IDENTITY_KEYS)
@@ -204,7 +204,7 @@ def _missing(value) -> bool:
 def mixed_settings(rows) -> dict[str, list[str]]:
     """``{key: [values]}`` for every setting in which the rows differ (a row without the key, e.g. one of the
     legacy CSV, which has no config, is compatible with any value)."""
-    from hardlinear.results import CONFIG_PREFIX, _canon
+    from hardlinear.harness.results import CONFIG_PREFIX, _canon
 
     out = {}
     for col in _setting_keys(rows.columns):
@@ -490,7 +490,7 @@ def method_order(key: RowKey) -> tuple:
 
 
 def build_table(spec: TableSpec, df, skipped=None) -> Table:
-    """One of the paper's result tables (``TABLES``) from the results DataFrame (``hardlinear.results.load_records``)."""
+    """One of the paper's result tables (``TABLES``) from the results DataFrame (``hardlinear.harness.results.load_records``)."""
     df = with_keys(df[(df["status"].isin(RESULT_STATUSES)) & (df["experiment"] != PENALTY_EXPERIMENT)])
     paper_rows = paper.paper_table(spec.paper) if spec.paper else ()
     any_diverged = False
@@ -759,13 +759,13 @@ def make_tables(
     """Write the tables the study has runs for as ``<out_dir>/<table>.md`` and ``.tex``; returns ``{"<table>.md": path, ...}``.
 
     ``results``: the results roots (directories of records and/or legacy results CSVs; see
-    ``hardlinear.results.load_records``) or an already loaded table. ``study`` and ``where`` select the runs;
+    ``hardlinear.harness.results.load_records``) or an already loaded table. ``study`` and ``where`` select the runs;
     a cell whose runs differ in a setting other than the seed raises ``MixedSettings`` naming the keys.
     A table none of whose problems the study ran (a DC3-benchmark study has none of the paper's) is not written,
     and an older rendering of it in ``out_dir`` is removed, so the folder never shows a table of "not run" rows
     as if it were the study's.
     """
-    from hardlinear.results import report_table
+    from hardlinear.harness.results import report_table
 
     df = report_table(results, study=study, where=where)
     ran = set(df["problem"].astype(str)) if "problem" in df.columns else set()

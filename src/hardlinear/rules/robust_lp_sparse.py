@@ -1,4 +1,4 @@
-"""The robust LP of :mod:`hardlinear.layers.robust_lp`, whole, in the grid's own sparse variables.
+"""The robust LP of :mod:`hardlinear.rules.robust_lp`, whole, in the grid's own sparse variables.
 
 Same program, same verified margin: ``max t`` over rules ``y = F x`` with ``G F = B_eq`` and every row's worst
 case over the box at least ``w_i t``. Where the other solvers eliminate the equalities (a dense null-space basis:
@@ -15,11 +15,11 @@ Its nonzeros are ``(q + 1) nnz(G) + 2 q (nnz(H_u) + E) + ...``: linear in the gr
 inputs, so with loads aggregated by zone or area it is a few DC-OPFs' worth of LP that HiGHS's interior point
 (IPX, no crossover) solves directly: no elimination, no working set, no rounds. With every load an input the
 nonzeros grow as ``inputs x grid`` (60 M at case2000_goc's 1,010 loads) and the structured row generation of
-:mod:`~hardlinear.layers.robust_lp_reduced` is the better tool; ``solver="auto"`` chooses by
+:mod:`~hardlinear.rules.robust_lp_reduced` is the better tool; ``solver="auto"`` chooses by
 :func:`sparse_lp_nonzeros` (``SPARSE_MAX_NONZEROS``).
 
 After solving, the rule is mapped back to x-coordinates, corrected once onto ``G F = B_eq`` (one sparse LU of
-``G G'``) and verified row by row in float64 (:func:`~hardlinear.layers.robust_lp_reduced.verified_row_margins_chunked`):
+``G G'``) and verified row by row in float64 (:func:`~hardlinear.rules.robust_lp_reduced.verified_row_margins_chunked`):
 ``t_star`` is that verified margin, never the solver's ``t``. Measured (benchmarks/README.md, 1 thread):
 case2000_goc (3 areas) 3.5 s, case6470_rte (1 area) 5 s, case9241_pegase (1 area) 27 s, case13659_pegase
 (1 area) 60 s, each under 0.6 GB.
@@ -36,9 +36,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import JointlyLinearFamily
-from hardlinear.layers.robust_lp import ProgramInfeasible, ProgramUnbounded, RuleSolution, find_expression_pairs
-from hardlinear.layers.robust_lp_reduced import _u_coordinates, verified_row_margins_chunked
-from hardlinear.layers.sparse_elimination import normal_lu
+from hardlinear.rules.robust_lp import ProgramInfeasible, ProgramUnbounded, RuleSolution, find_expression_pairs
+from hardlinear.rules.robust_lp_reduced import _u_coordinates, verified_row_margins_chunked
+from hardlinear.rules.sparse_elimination import normal_lu
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class _LPData:
 
 def max_uncertainty_scaling_sparse(family: JointlyLinearFamily, threads: int = 1, tolerance: float = IPM_TOLERANCE) -> tuple[float, dict[str, Any]]:
     """The largest factor ``kappa`` by which the box's radius can be scaled with a rule of margin ``t >= 0``
-    still existing (:func:`~hardlinear.layers.robust_lp.max_uncertainty_scaling`'s program: minimise
+    still existing (:func:`~hardlinear.rules.robust_lp.max_uncertainty_scaling`'s program: minimise
     ``sigma = 1 / kappa`` over the scaled offset and the input columns), as one sparse LP in the grid's variables.
     Returns the scale that the LP's rule certifies over every expression (``min_e`` nominal slack / spread, in
     float64; at most the LP's own ``1 / sigma``, ``info["kappa_lp"]``), ``inf`` when nothing needs to shrink."""
@@ -212,8 +212,8 @@ def solve_robust_lp_sparse(
     family: JointlyLinearFamily, weights: np.ndarray, threads: int = 1, tolerance: float = IPM_TOLERANCE
 ) -> RuleSolution:
     """The margin rule of ``family`` over its box by one sparse LP (module docstring); ``solver = "sparse"``,
-    ``t_star`` the verified margin over every row. Raises :class:`~hardlinear.layers.robust_lp.ProgramInfeasible`
-    when ``G F = B_eq`` has no solution, :class:`~hardlinear.layers.robust_lp.ProgramUnbounded` when the margin
+    ``t_star`` the verified margin over every row. Raises :class:`~hardlinear.rules.robust_lp.ProgramInfeasible`
+    when ``G F = B_eq`` has no solution, :class:`~hardlinear.rules.robust_lp.ProgramUnbounded` when the margin
     is unbounded (use ``solver="clarabel"``, which caps it) and ``RuntimeError`` when HiGHS ends otherwise."""
     t0 = time.perf_counter()
     weights = np.asarray(weights, dtype=np.float64)

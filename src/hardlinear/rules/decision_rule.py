@@ -1,7 +1,7 @@
 """The safe network: an affine decision rule computed offline once per problem (paper section 4).
 
-:func:`solve_decision_rule` picks the robust LP (:mod:`hardlinear.layers.robust_lp`, jointly linear
-families) or the SDP (:mod:`hardlinear.layers.robust_sdp`, input-dependent left-hand sides), verifies the
+:func:`solve_decision_rule` picks the robust LP (:mod:`hardlinear.rules.robust_lp`, jointly linear
+families) or the SDP (:mod:`hardlinear.rules.robust_sdp`, input-dependent left-hand sides), verifies the
 rule in float64, caches it on disk, and returns a :class:`DecisionRule` module. A rule whose verified margin
 ``t*`` is not positive raises :class:`DecisionRuleInfeasible`, which reports the largest uncertainty level
 for which a rule exists when the problem can be rebuilt at other levels.
@@ -197,16 +197,16 @@ LARGE_GRID_SOLVERS = ("sparse", "reduced")
 
 
 def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str:
-    from hardlinear.layers.robust_lp import LP_SOLVERS
-    from hardlinear.layers.robust_sdp import SDP_SOLVERS
+    from hardlinear.rules.robust_lp import LP_SOLVERS
+    from hardlinear.rules.robust_sdp import SDP_SOLVERS
 
     sdp = problem.compact.input_dependent_lhs
-    # reduced: hardlinear.layers.robust_lp_reduced; sparse: hardlinear.layers.robust_lp_sparse
+    # reduced: hardlinear.rules.robust_lp_reduced; sparse: hardlinear.rules.robust_lp_sparse
     valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, *LARGE_GRID_SOLVERS)
     if solver == "auto":
         if not _reduced_applies(problem, rule_objective):
             return "clarabel"
-        from hardlinear.layers.robust_lp_sparse import SPARSE_MAX_NONZEROS, sparse_lp_nonzeros
+        from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS, sparse_lp_nonzeros
 
         return "sparse" if sparse_lp_nonzeros(problem.compact) <= SPARSE_MAX_NONZEROS else "reduced"
     if solver not in valid:
@@ -236,7 +236,7 @@ def _reduced_applies(problem, rule_objective: str) -> bool:
 
 def _rule_cost(problem, rule_objective: str):
     """The objective the cost-aware rule minimises in expectation (None for the margin-only rule)."""
-    from hardlinear.layers.rule_cost import RULE_OBJECTIVES, RuleCost
+    from hardlinear.rules.cost import RULE_OBJECTIVES, RuleCost
 
     if rule_objective not in RULE_OBJECTIVES:
         raise ValueError(f"rule_objective must be one of {RULE_OBJECTIVES}; got {rule_objective!r}")
@@ -256,14 +256,14 @@ def _solve(
     problem, solver: str, margin: str, threads: int, margin_gap: float = 0.0, *, rule_objective: str = "margin",
     margin_fraction: float = 0.5, max_margin: float | str | None = "auto", progress: bool = True, device: str = "cpu",
 ):
-    """The rule's program for ``problem``; returns a :class:`~hardlinear.layers.robust_lp.RuleSolution`."""
+    """The rule's program for ``problem``; returns a :class:`~hardlinear.rules.robust_lp.RuleSolution`."""
     cost = _rule_cost(problem, rule_objective)
     if problem.compact.input_dependent_lhs:
-        from hardlinear.layers.robust_sdp import sdp_row_weights, solve_robust_sdp
+        from hardlinear.rules.robust_sdp import sdp_row_weights, solve_robust_sdp
 
         weights = sdp_row_weights(problem.compact, problem.form)
         return solve_robust_sdp(problem.compact, weights, solver, margin, cost=cost, margin_fraction=margin_fraction)
-    from hardlinear.layers.robust_lp import row_weights, solve_robust_lp
+    from hardlinear.rules.robust_lp import row_weights, solve_robust_lp
 
     weights = row_weights(problem.compact.H, problem.form)
     if solver in LARGE_GRID_SOLVERS:  # the large-grid solvers (margin_gap does not apply)
@@ -275,10 +275,10 @@ def _solve(
                 "rule_solver='auto' for the cost-aware rule"
             )
         if solver == "sparse":
-            from hardlinear.layers.robust_lp_sparse import solve_robust_lp_sparse
+            from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse
 
             return solve_robust_lp_sparse(problem.compact, weights, threads=threads)
-        from hardlinear.layers.robust_lp_reduced import solve_robust_lp_reduced
+        from hardlinear.rules.robust_lp_reduced import solve_robust_lp_reduced
 
         return solve_robust_lp_reduced(problem.compact, weights, threads=threads, device=device)
     return solve_robust_lp(
@@ -293,7 +293,7 @@ def _build_module(problem, sol, description: str) -> DecisionRule:
     linear = sol.F
     if problem.form == "standard":
         if compact.input_dependent_lhs:
-            from hardlinear.layers.robust_sdp import slack_forms
+            from hardlinear.rules.robust_sdp import slack_forms
 
             quadratic = slack_forms(compact, sol.F)
         else:
@@ -332,24 +332,24 @@ def solve_decision_rule(
     ``solver``: "auto" (Clarabel; above ``REDUCED_MIN_ROWS`` inequality rows, for the margin rule over a box,
     "sparse" while that LP has at most ``SPARSE_MAX_NONZEROS`` nonzeros, else "reduced"), "clarabel", "highs"
     (IPX), "pdlp" (HiGHS first-order), "sparse" (the whole LP in the grid's sparse variables,
-    :mod:`~hardlinear.layers.robust_lp_sparse`: few inputs) or "reduced" (the structured interior point of
-    :mod:`~hardlinear.layers.robust_lp_reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
-    ``margin``: the SDP's margin form (see :mod:`~hardlinear.layers.robust_sdp`; ignored by the LP).
+    :mod:`~hardlinear.rules.robust_lp_sparse`: few inputs) or "reduced" (the structured interior point of
+    :mod:`~hardlinear.rules.robust_lp_reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
+    ``margin``: the SDP's margin form (see :mod:`~hardlinear.rules.robust_sdp`; ignored by the LP).
     ``margin_gap``: the LP's relative optimality gap on ``t*`` at which the row generation may stop
-    (:func:`~hardlinear.layers.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
+    (:func:`~hardlinear.rules.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
     Raises :class:`DecisionRuleInfeasible` when ``t* <= 0``; with ``require_positive_margin=False`` a rule
     with ``t* > -WEAK_MARGIN`` is accepted with a warning (the paper's portfolio at uncertainty 0.4 sits
     exactly at ``t* = 0``: its rule is feasible only up to the solver's accuracy, ~1e-8).
     ``problem``: a :class:`~hardlinear.problems.base.Problem`, or constraints alone (a
-    :class:`~hardlinear.api.LinearConstraints` or a :class:`~hardlinear.constraints.ConstraintFamily`).
+    :class:`~hardlinear.user_constraints.LinearConstraints` or a :class:`~hardlinear.constraints.ConstraintFamily`).
     ``rule_objective``: "margin" (the paper: maximise ``t``) or "cost" (beyond the paper: keep
     ``t >= margin_fraction * t*`` and minimise the rule's expected objective over the box; docs/cost_aware_rule.md).
-    ``max_margin``: the cap on an unbounded margin (see :func:`~hardlinear.layers.robust_lp.solve_robust_lp`).
+    ``max_margin``: the cap on an unbounded margin (see :func:`~hardlinear.rules.robust_lp.solve_robust_lp`).
     ``progress``: log the rounds of a solve that runs longer than 2 s at INFO level (rows, rounds, elapsed).
     ``device``: where the "reduced" solver's Newton steps run ("cpu" or "cuda"; other solvers take "cpu" only).
     It is not part of the cache key: a rule is cached by what it is, and its verified ``t*`` is what counts.
     """
-    from hardlinear.api import as_rule_target
+    from hardlinear.user_constraints import as_rule_target
 
     problem = as_rule_target(problem)
     _rule_cost(problem, rule_objective)  # a bad objective option fails before any solving
@@ -361,14 +361,14 @@ def solve_decision_rule(
     path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap, variant) if cache_dir is not None else None
     rule = _load_cached(path, fingerprint) if path is not None else None
     if rule is not None:  # the checksum says the file is intact, not that the rule holds: re-verify it
-        from hardlinear.layers.rule_checks import reverify
+        from hardlinear.rules.checks import reverify
 
         why = reverify(problem, rule)
         if why is not None:
             warnings.warn(f"decision-rule cache {path} does not verify ({why}); rebuilding it", stacklevel=2)
             rule = None
     if rule is None:
-        from hardlinear.layers.robust_lp import ProgramInfeasible
+        from hardlinear.rules.robust_lp import ProgramInfeasible
 
         start = time.perf_counter()
         try:
@@ -420,7 +420,7 @@ def solve_decision_rule(
 def check_rule_device(device: str, solver: str) -> None:
     """A ValueError naming the fix, before any work, for a rule device the solver cannot use: "cpu" always
     works; another device (e.g. "cuda") needs ``solver="reduced"`` and a torch that sees that device
-    (:func:`~hardlinear.layers.robust_lp_reduced.backend_device`)."""
+    (:func:`~hardlinear.rules.robust_lp_reduced.backend_device`)."""
     if device == "cpu":
         return
     if solver != "reduced":
@@ -428,7 +428,7 @@ def check_rule_device(device: str, solver: str) -> None:
             f"rule device {device!r} applies to the 'reduced' rule solver only (got {solver!r}): set "
             "method.rule_solver=reduced, or method.rule_device=cpu"
         )
-    from hardlinear.layers.robust_lp_reduced import backend_device
+    from hardlinear.rules.robust_lp_reduced import backend_device
 
     backend_device(device)
 
@@ -493,7 +493,7 @@ def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, m
 def _box_scaling(problem, solver: str) -> float | None:
     """The largest factor by which a jointly linear family's box may be scaled about its centre with a rule of
     positive margin still existing (None for the SDP, or where it cannot be computed)."""
-    from hardlinear.layers.robust_lp import max_uncertainty_scaling
+    from hardlinear.rules.robust_lp import max_uncertainty_scaling
 
     if problem.compact.input_dependent_lhs or getattr(problem.compact, "polytope", None) is not None:
         return None
@@ -506,7 +506,7 @@ def _box_scaling(problem, solver: str) -> float | None:
 
 def rule_margin(problem, solver: str = "auto", margin: str = "e1") -> float:
     """The verified margin ``t*`` of ``problem``'s rule, ``-inf`` when its program is infeasible (no raise)."""
-    from hardlinear.layers.robust_lp import ProgramInfeasible
+    from hardlinear.rules.robust_lp import ProgramInfeasible
 
     try:
         return _solve(problem, _resolve_solver(problem, solver), margin, 1).t_star
@@ -549,13 +549,13 @@ def max_uncertainty(
 
 def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0) -> float | None:
     """The supremum of the uncertainty levels at which ``problem`` has a rule with a positive margin, by one LP
-    (:func:`hardlinear.layers.robust_lp.max_uncertainty_scaling`); ``None`` where that LP does not apply: an
+    (:func:`hardlinear.rules.robust_lp.max_uncertainty_scaling`); ``None`` where that LP does not apply: an
     input-dependent left-hand side (the SDP), a problem that cannot be rebuilt at other levels, or one whose
     level does not scale the inputs' effect linearly around a fixed nominal (checked on a rebuild at half the
     level). Levels at or above the returned one have ``t* <= 0``; every level below it has ``t* > 0``. With
     ``margin_gap > 0`` the row generation may stop early: the level returned is then a certified lower bound
     within that relative gap of the supremum (see ``max_uncertainty_scaling``)."""
-    from hardlinear.layers.robust_lp import box_transform, max_uncertainty_scaling
+    from hardlinear.rules.robust_lp import box_transform, max_uncertainty_scaling
 
     level = getattr(problem, "uncertainty", None)
     if problem.compact.input_dependent_lhs or level is None:
@@ -574,7 +574,7 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
         if not (np.allclose(Bu[:, 0], Bu_half[:, 0], atol=1e-12 * scale) and np.allclose(Bu[:, 1:], 2.0 * Bu_half[:, 1:], atol=1e-12 * scale)):
             return None
     if solver == "sparse":  # the same program, whole, in the grid's sparse variables
-        from hardlinear.layers.robust_lp_sparse import max_uncertainty_scaling_sparse
+        from hardlinear.rules.robust_lp_sparse import max_uncertainty_scaling_sparse
 
         kappa, info = max_uncertainty_scaling_sparse(full)
     else:

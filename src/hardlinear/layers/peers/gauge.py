@@ -3,7 +3,7 @@
 Gauge mapping needs a point strictly inside the polytope for every input; its authors solve an optimisation
 per input to get one. The decision rule ``y0(x) = F x`` is one in closed form: its slack ``s0(x) = h(x) -
 H(x) y0(x)`` is at least the certified margin ``t* > 0`` on every row for every x in the box. Around it, in the
-null-space coordinates of the equalities (:mod:`hardlinear.layers.reduced`, the proposed layer's own basis),
+null-space coordinates of the equalities (:mod:`hardlinear.layers.peers.reduced`, the proposed layer's own basis),
 
     y = y0(x) + N u,      P(x) = {u : M(x) u <= s0(x)},   M = H N,
 
@@ -36,9 +36,9 @@ import torch
 from torch import nn
 
 from hardlinear.constraints import ConstraintFamily
+from hardlinear.errors import NotApplicable
 from hardlinear.layers.feasibility import _module_dtype
-from hardlinear.layers.reduced import ReducedInequalities, check_inputs
-from hardlinear.methods.base import NotApplicable
+from hardlinear.layers.peers.reduced import ReducedInequalities, check_inputs
 
 
 def unbounded_directions(M: np.ndarray) -> list[int]:

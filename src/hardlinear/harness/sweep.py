@@ -20,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from hardlinear import results
+from hardlinear.harness import results
 
 
 def count_sweep(overrides: list[str]) -> int:

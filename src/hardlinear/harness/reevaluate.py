@@ -69,10 +69,10 @@ def evaluate_run(
     Defaults: the run's own ``data.test_seed`` and ``data.test_size``; ``inputs`` replaces the sampled test set;
     ``study``: ``<the run's study>-eval``.
     """
-    from hardlinear import results
-    from hardlinear.checkpoint import load_run
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
-    from hardlinear.harness import provenance
+    from hardlinear.harness import results
+    from hardlinear.harness.checkpoint import load_run
+    from hardlinear.harness.runner import provenance
     from hardlinear.methods.base import Context, check_dtype
 
     run_dir = Path(run_dir)
@@ -137,7 +137,7 @@ def evaluate_run(
 
 def _run_record(run_dir: Path) -> dict[str, Any] | None:
     """The run's own verified record (``results.read_record``), or None for a run directory without one."""
-    from hardlinear import results
+    from hardlinear.harness import results
 
     path = run_dir / results.RECORD_FILE
     return results.read_record(path) if path.is_file() else None

@@ -24,15 +24,15 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hardlinear import results
-from hardlinear.checkpoint import save_checkpoint
 from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
-from hardlinear.loggers import results_table
+from hardlinear.harness import results
+from hardlinear.harness.checkpoint import save_checkpoint
+from hardlinear.harness.loggers import results_table
+from hardlinear.harness.preflight import check_batch_memory, setup_method
+from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
-from hardlinear.preflight import check_batch_memory, setup_method
 from hardlinear.problems import build_problem
-from hardlinear.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.solvers import SolverUnavailable
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
 
@@ -247,7 +247,7 @@ def _now() -> str:
 
 
 def results_loggers(cfg: DictConfig, run_dir: Path, config: dict, variant: str = ""):
-    from hardlinear.loggers import make_loggers, wandb_labels
+    from hardlinear.harness.loggers import make_loggers, wandb_labels
 
     options = OmegaConf.to_container(cfg.logger, resolve=True)
     names = options.pop("names", ["csv"])

@@ -55,3 +55,9 @@ class MLP(nn.Module):
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         return self.net(xi)
+
+
+def run_net(net: torch.nn.Module, xi: torch.Tensor) -> torch.Tensor:
+    """``net(xi)`` with ``xi`` cast to the network's dtype: callers may pass float64 inputs, so that the layers
+    after the network enforce the constraints of the exact input rather than of its float32 rounding."""
+    return net(xi.to(next(net.parameters()).dtype))

@@ -36,10 +36,10 @@ EQ_TOL = 1e-9
 def _weights(problem) -> np.ndarray:
     compact = problem.compact
     if compact.input_dependent_lhs:
-        from hardlinear.layers.robust_sdp import sdp_row_weights
+        from hardlinear.rules.robust_sdp import sdp_row_weights
 
         return sdp_row_weights(compact, problem.form)
-    from hardlinear.layers.robust_lp import row_weights
+    from hardlinear.rules.robust_lp import row_weights
 
     return row_weights(compact.H, problem.form)
 
@@ -90,7 +90,7 @@ def output_dtype_for(problem, rule, dtype: torch.dtype, method: str) -> torch.dt
     warnings.warn(
         f"{method} on {problem.name} ({problem.form}): the decision rule's margin t* = {rule.t_star:.3g} is below "
         f"the {str(dtype).removeprefix('torch.')} rounding of its outputs on row {row} ({ratio:.3g} times the "
-        "margin; see hardlinear.layers.rule_checks): running the layer in float64 instead, so that its outputs "
+        "margin; see hardlinear.rules.checks): running the layer in float64 instead, so that its outputs "
         "stay feasible",
         stacklevel=3,
     )
@@ -111,7 +111,7 @@ def reverify(problem, rule) -> str | None:
     t_star = float(rule.t_star)
     weights = _weights(problem) if compact.m_ineq else np.ones(0)
     if compact.input_dependent_lhs:
-        from hardlinear.layers.robust_sdp import equality_residual, sampled_row_margins, slack_forms
+        from hardlinear.rules.robust_sdp import equality_residual, sampled_row_margins, slack_forms
 
         eq = equality_residual(compact, F)
         worst = float(sampled_row_margins(compact, F, weights, 1024).min()) if compact.m_ineq else np.inf
@@ -122,7 +122,7 @@ def reverify(problem, rule) -> str | None:
         if worst < t_star - REVERIFY_RTOL * max(1.0, abs(t_star)):
             return f"its sampled worst margin {worst:.6g} is below its stored t* = {t_star:.6g}"
     else:
-        from hardlinear.layers.robust_lp import verified_row_margins
+        from hardlinear.rules.robust_lp import verified_row_margins
 
         G, B_eq = sp.csr_matrix(compact.G), np.asarray(compact.B_eq, dtype=np.float64)
         eq = float(np.abs(G @ F - B_eq).max() / (1.0 + np.abs(B_eq).max())) if compact.m_eq else 0.0

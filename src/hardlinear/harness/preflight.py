@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from hardlinear.schemas import ConfigError
+from hardlinear.harness.schemas import ConfigError
 
 FLOAT64, FLOAT32 = 8, 4
 
@@ -82,7 +82,7 @@ def _size(nbytes: float) -> str:
 def setup_method(method, problem, ctx) -> float:
     """``method.setup(problem, ctx)`` (its seconds); a decision rule that does not exist at the problem's
     uncertainty level is reported as the config's fault, naming the largest level that has one."""
-    from hardlinear.layers.decision_rule import DecisionRuleInfeasible
+    from hardlinear.rules.decision_rule import DecisionRuleInfeasible
 
     try:
         return method.setup(problem, ctx)

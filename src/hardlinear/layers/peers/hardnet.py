@@ -3,7 +3,7 @@ the paper's formula, for ``C(x) = {y : G y = g(x), H(x) y <= h(x)}`` with a cons
 
 Equalities are eliminated first, as HardNet's own code does for DC3's problems (its ``complete_partial``: the
 network predicts the free variables, the equalities complete the rest); here the free coordinates are those of
-an orthonormal basis of ``null(G)`` (:mod:`hardlinear.layers.reduced`) rather than a subset of the variables,
+an orthonormal basis of ``null(G)`` (:mod:`hardlinear.layers.peers.reduced`) rather than a subset of the variables,
 which spans the same affine set. With ``y = c(x) + N u`` the inequalities are ``M(x) u <= s(x)``,
 ``M = H N: (m, d)``, ``s = h - H c``, and the correction of a network output ``u`` is
 
@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from hardlinear.constraints import ConstraintFamily
+from hardlinear.errors import NotApplicable
 from hardlinear.layers.equality import Float64Constants
-from hardlinear.layers.reduced import ReducedInequalities, check_inputs
-from hardlinear.methods.base import NotApplicable
+from hardlinear.layers.peers.reduced import ReducedInequalities, check_inputs
 
 
 def _rank(singular_values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:

@@ -8,7 +8,7 @@ A rule ``y = F x`` with ``x = (1, xi)`` and ``xi`` uniform on the box ``[lo, hi]
 
 so the expected objective of a rule is a convex quadratic (linear for an LP objective) in ``F``: the
 cost-aware rule minimises it subject to a guaranteed margin ``t >= rho t*`` (see
-:func:`hardlinear.layers.robust_lp.solve_robust_lp` and docs/cost_aware_rule.md).
+:func:`hardlinear.rules.robust_lp.solve_robust_lp` and docs/cost_aware_rule.md).
 
 An input-dependent cost ``c(x) = c0 + C xi = [c0 | C] x`` stays closed form: ``E[c(x)' F x] = tr([c0 | C]' F E[x x'])``.
 Over an input polytope the moments are those of the uniform distribution over it, estimated once from seeded
@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox
+from hardlinear.moments import input_moments, sample_moments  # noqa: F401 - re-exported
 
 RULE_OBJECTIVES = ("margin", "cost")
 
@@ -55,21 +56,6 @@ class RuleCost:
     @property
     def is_quadratic(self) -> bool:
         return self.Q is not None
-
-
-def input_moments(box: InputBox) -> tuple[np.ndarray, np.ndarray]:
-    """``(E[x]: (K,), E[x x']: (K, K))`` for ``x = (1, xi)``, ``xi`` uniform on ``box``."""
-    mean = np.concatenate([[1.0], box.mid])
-    second = np.outer(mean, mean)
-    second[1:, 1:] += np.diag(box.radius**2 / 3.0)
-    return mean, second
-
-
-def sample_moments(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(E[x], E[x x'])`` of the empirical distribution of ``xi: (N, k)`` (``x = (1, xi)``)."""
-    x = np.hstack([np.ones((len(xi), 1)), np.asarray(xi, dtype=np.float64)])
-    second = x.T @ x / len(x)
-    return x.mean(axis=0), 0.5 * (second + second.T)
 
 
 def cost_moments(cost: RuleCost, box: InputBox) -> tuple[np.ndarray, np.ndarray]:

@@ -54,7 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.layers.rule_cost import RuleCost
+from hardlinear.rules.cost import RuleCost
 
 log = logging.getLogger(__name__)
 
@@ -462,7 +462,7 @@ def solve_robust_lp(
 
     ``cost``: the cost-aware rule (beyond the paper). After ``t*`` is known, a second stage keeps
     ``t >= margin_fraction * t*`` and minimises the rule's expected objective over the box
-    (:mod:`hardlinear.layers.rule_cost`), with its own row generation; ``t_star`` is then the verified margin
+    (:mod:`hardlinear.rules.cost`), with its own row generation; ``t_star`` is then the verified margin
     of that rule and ``info`` holds ``t_margin_only`` and both expected costs. A quadratic cost is solved by
     Clarabel whatever ``solver`` is.
 
@@ -632,7 +632,7 @@ def _cost_terms(red: _Reduced, cost: RuleCost | None, nv: int, box: InputBox | N
     ``E[1/2 y'Qy] = 1/2 tr(Fu' Q Fu S_u)``, with ``Fu = Fp + N W``. Over a box (uniform) ``S_u = diag(1, 1/3, ...)``
     exactly (``L E[x] = e_0``), so ``P`` is block diagonal; over a polytope it couples the inputs.
     """
-    from hardlinear.layers.rule_cost import cost_matrix, cost_moments
+    from hardlinear.rules.cost import cost_matrix, cost_moments
 
     d, q = red.N.shape[1], red.C.shape[1]
     nW = d * (q + 1)
@@ -667,7 +667,7 @@ def _cost_terms(red: _Reduced, cost: RuleCost | None, nv: int, box: InputBox | N
 def _cost_stage(red, family, weights, cost, fraction, F1, t1, S, solver, regularization, threads, max_rounds, cap, info, status, clock):
     """Minimise the expected cost subject to ``t >= fraction * t1`` (row generation from the margin stage's
     working set); returns ``(F, verified row margins, verified t, status)``."""
-    from hardlinear.layers.rule_cost import expected_cost
+    from hardlinear.rules.cost import expected_cost
 
     if cost is not None and cost.c.shape != (family.n,):
         raise ValueError(f"the rule cost has {cost.c.size} entries; the rule has {family.n} variables")
@@ -742,7 +742,7 @@ def _check_cost_bounded(red: _Reduced, cost: RuleCost, box: InputBox) -> None:
     with its tiny proximal term, would otherwise return a huge finite rule.)"""
     from scipy.optimize import linprog
 
-    from hardlinear.layers.rule_cost import cost_matrix, cost_moments
+    from hardlinear.rules.cost import cost_matrix, cost_moments
 
     E, d = red.M.shape
     two = red.lower >= 0

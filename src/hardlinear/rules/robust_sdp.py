@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from hardlinear.constraints import InputBox, InputDependentFamily
-from hardlinear.layers.robust_lp import ProgramInfeasible, RuleSolution
+from hardlinear.rules.robust_lp import ProgramInfeasible, RuleSolution
 
 SDP_SOLVERS = ("clarabel", "scs")
 MARGINS = ("identity", "e1")
@@ -87,7 +87,7 @@ def solve_robust_sdp(
 ) -> RuleSolution:
     """Solve (LDR_lhs) with cvxpy; returns the rule ``F: (n, K)`` with a verified margin.
 
-    ``cost`` (a :class:`~hardlinear.layers.rule_cost.RuleCost`): the cost-aware rule, a second solve that keeps
+    ``cost`` (a :class:`~hardlinear.rules.cost.RuleCost`): the cost-aware rule, a second solve that keeps
     ``t >= margin_fraction * t*`` (``t >= t*`` when ``t* <= 0``: the same guarantee, nothing given up) and
     minimises the rule's expected objective over the box; ``t_star`` is then that rule's certified margin.
 
@@ -162,10 +162,11 @@ def solve_robust_sdp(
 
 def _sdp_cost_stage(family, cost, fraction, problem, F, t, Lam, F1, margins1, weights, margin, solver):
     """Second solve of the SDP: ``t >= floor`` and min ``E[c' F x] + 1/2 tr(F' Q F E[x x'])`` (closed form over the
-    box, :mod:`hardlinear.layers.rule_cost`); returns ``(F, Lambda, certified margins, status, info)``."""
+    box, :mod:`hardlinear.rules.cost`); returns ``(F, Lambda, certified margins, status, info)``."""
     import cvxpy as cp
 
-    from hardlinear.layers.rule_cost import expected_cost, input_moments
+    from hardlinear.moments import input_moments
+    from hardlinear.rules.cost import expected_cost
 
     if cost.c.shape != (family.n,):
         raise ValueError(f"the rule cost has {cost.c.size} entries; the rule has {family.n} variables")

@@ -1,4 +1,4 @@
-"""The robust LP of :mod:`hardlinear.layers.robust_lp` for large grids: the same LP, a structured solver.
+"""The robust LP of :mod:`hardlinear.rules.robust_lp` for large grids: the same LP, a structured solver.
 
 Same program, same verified margin: ``max t`` over rules ``y = F x`` with ``G F = B_eq`` and every row's worst
 case over the box at least ``w_i t``. What changes is how it is solved, so that memory stays linear in the
@@ -7,11 +7,11 @@ working set and the time in dense kernels:
 1. **Sparse elimination of the equalities** (:func:`reduce_sparse`): ``F = F_p + N W`` with the min-norm
    particular solution ``F_p = G' (G G')^{-1} B_eq`` and an orthonormal basis ``N`` of ``null(G)`` obtained by
    projecting ``d = n - m_eq`` random vectors, both from one sparse LU of ``G G'`` (``m_eq x m_eq``, as sparse as
-   the grid's Laplacian). The dense SVD of ``G`` that :func:`~hardlinear.layers.robust_lp._reduce` uses needs
+   the grid's Laplacian). The dense SVD of ``G`` that :func:`~hardlinear.rules.robust_lp._reduce` uses needs
    ``O(n^2)`` memory (1.5-2 GB at 2,000 buses, ~35 GB at 13,659); this needs ``O(n d)``. Falls back to the SVD
    when ``G`` has dependent rows (then ``G G'`` is singular).
 2. **Closed-form robust rows**, one box-dual per two-sided expression, and **row generation** from the seed of
-   the interior-point solver (:func:`~hardlinear.layers.robust_lp._seed`: the smallest half-ranges and the worst
+   the interior-point solver (:func:`~hardlinear.rules.robust_lp._seed`: the smallest half-ranges and the worst
    rows of the least-squares rule, here at most ``WORKING_SET_STEP`` of them, :func:`_seed_rule`), plus optional
    seed rows (:func:`solve_with_coarse_seed`: the working set of the same grid with loads aggregated by area).
    A round does not wait for its working set's optimum: from a gap of ``PROBE_GAP`` on, each iterate's rule is
@@ -40,7 +40,7 @@ working set and the time in dense kernels:
    every inequality row in float64, a chunk of rows at a time; ``t_star`` is that value, never the solver's.
 
 With few inputs (zones, areas) the whole LP kept in the grid's sparse variables is smaller and faster
-(:mod:`~hardlinear.layers.robust_lp_sparse`, which ``solver="auto"`` prefers while it fits). At case9241_pegase
+(:mod:`~hardlinear.rules.robust_lp_sparse`, which ``solver="auto"`` prefers while it fits). At case9241_pegase
 with one area input this solver's rule is 2.3 % below the optimum: the proximal term ``(eps/2) ||W||^2`` below,
 1e-9 of the data's scale (1,987 there), weighs 0.082 of ``t`` in the last working set, and the optimal rule is much
 larger (``||W||^2`` = 63,143), so the regularised optimum trades margin for a smaller rule (benchmarks/README.md,
@@ -70,7 +70,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.layers.robust_lp import (
+from hardlinear.rules.robust_lp import (
     ROW_TOLERANCE,
     RuleSolution,
     _expression_margins,
@@ -78,7 +78,7 @@ from hardlinear.layers.robust_lp import (
     _Reduced,
     find_expression_pairs,
 )
-from hardlinear.layers.sparse_elimination import normal_lu, null_basis
+from hardlinear.rules.sparse_elimination import normal_lu, null_basis
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def _u_coordinates(B: np.ndarray, box: InputBox) -> np.ndarray:
 
 def reduce_sparse(family: JointlyLinearFamily, weights: np.ndarray, seed: int = 0) -> SparseReduced:
     """``_Reduced`` from one sparse LU of ``G G'`` (see the module docstring); the dense SVD of
-    :func:`~hardlinear.layers.robust_lp._reduce` when ``G`` has dependent rows or no rows."""
+    :func:`~hardlinear.rules.robust_lp._reduce` when ``G`` has dependent rows or no rows."""
     G = sp.csr_matrix(family.G)
     m, n = G.shape
     if m == 0 or m >= n:
@@ -243,7 +243,7 @@ def verified_row_margins_chunked(
     F: np.ndarray, H: sp.spmatrix, B_ineq: np.ndarray, box: InputBox, weights: np.ndarray, chunk: int = VERIFY_CHUNK_ROWS
 ) -> np.ndarray:
     """``(m_ineq,)``: ``min_{xi in box} (B_ineq - H F)_i x / w_i`` in float64, ``chunk`` rows at a time (the
-    same closed form as :func:`~hardlinear.layers.robust_lp.verified_row_margins`, in ``O(chunk k)`` memory)."""
+    same closed form as :func:`~hardlinear.rules.robust_lp.verified_row_margins`, in ``O(chunk k)`` memory)."""
     H = sp.csr_matrix(H)
     out = np.empty(H.shape[0])
     for s in range(0, H.shape[0], chunk):
@@ -772,7 +772,7 @@ def solve_robust_lp_reduced(
     working_sets: str = "structured",
     exact_optimum: bool = False,
 ) -> RuleSolution:
-    """The robust LP of :func:`~hardlinear.layers.robust_lp.solve_robust_lp` by the structured interior point
+    """The robust LP of :func:`~hardlinear.rules.robust_lp.solve_robust_lp` by the structured interior point
     on a sparse elimination; same return type, ``solver = "reduced"``; ``t_star`` is the verified margin over
     every row (float64, chunked). ``seed_rows``: inequality rows to start the row generation with (e.g. the
     ``info["working_set_rows"]`` of the same constraints with aggregated inputs), beside the usual seed.
@@ -780,7 +780,7 @@ def solve_robust_lp_reduced(
     "cuda"); the elimination, the row generation and the verification stay on the CPU, in float64 everywhere.
     ``working_sets``: "structured" (the interior point above) or "sparse" (:func:`solve_working_set_sparse`).
     Raises ``RuntimeError`` when the interior point fails and
-    :class:`~hardlinear.layers.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
+    :class:`~hardlinear.rules.robust_lp.ProgramInfeasible` when ``G F = B_eq`` has no solution."""
     import torch
 
     weights = np.asarray(weights, dtype=np.float64)
@@ -846,7 +846,7 @@ def _solve(
         info["working_set_rows"] = rows_of_expressions(red, S).tolist()
         status = "Solved"
     if sr.solve_normal is None:
-        from hardlinear.layers.robust_lp import _assemble, _reproject
+        from hardlinear.rules.robust_lp import _assemble, _reproject
 
         F = _reproject(_assemble(red, W, family.B_eq), family.G, family.B_eq, red.pinv)
     else:
@@ -961,7 +961,7 @@ def _least_squares_rule(red: _Reduced, chunk_rows: int = 8192) -> np.ndarray:
 
 
 def _seed_rule(red: _Reduced, n_range: int = 20, n_ls: int = 40) -> tuple[np.ndarray, np.ndarray]:
-    """``(expressions, W)``: the seed of :func:`~hardlinear.layers.robust_lp._seed` (the ``n_range`` smallest
+    """``(expressions, W)``: the seed of :func:`~hardlinear.rules.robust_lp._seed` (the ``n_range`` smallest
     half-ranges and the ``max(n_ls, d)`` worst expressions of the least-squares rule with its best offset) in
     ``O(E d)`` memory, and that rule (checked against the zero-spread bound before any interior-point step)."""
     E, d = red.M.shape
@@ -1000,7 +1000,7 @@ def solve_working_set_sparse(red: _Reduced, S: np.ndarray, regularization: float
     structured interior point's blocks are ``d x d`` per input (``d = 4,091`` at case13659_pegase). The proximal
     term ``(eps/2) ||y_j||^2`` has the minimiser of ``(eps/2) ||W_j||^2`` (``y_j - F_p,j`` is orthogonal to the
     min-norm ``F_p,j``); ``W = N' (y - F_p)``."""
-    from hardlinear.layers.robust_lp import _solve_clarabel, _solve_highs
+    from hardlinear.rules.robust_lp import _solve_clarabel, _solve_highs
 
     lp_data: _OffsetLP = red.offset_lp
     G = lp_data.G
@@ -1121,7 +1121,7 @@ def _rounds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row generation around :func:`solve_working_set`; returns ``(W: (d, q + 1), the final working set)``.
 
-    The first working set is :func:`~hardlinear.layers.robust_lp._seed`'s plus the expressions of ``seed_rows``
+    The first working set is :func:`~hardlinear.rules.robust_lp._seed`'s plus the expressions of ``seed_rows``
     (inequality rows, e.g. the final working set of the same grid with aggregated inputs). A round stops at
     its first iterate that violates rows outside the set (``PROBE_GAP``), or once the iterate's rule, its offset
     re-optimised over every expression (:func:`_best_offset`), reaches the zero-spread bound on ``t*``

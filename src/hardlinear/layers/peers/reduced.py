@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from hardlinear.constraints import ConstraintFamily, InputDependentFamily, lift
+from hardlinear.errors import NotApplicable
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
 from hardlinear.layers.feasibility import SlackOperator
-from hardlinear.methods.base import NotApplicable
 
 
 class ReducedInequalities(nn.Module):

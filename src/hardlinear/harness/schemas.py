@@ -32,7 +32,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from hardlinear.overrides import RENAMED_KEYS
+from hardlinear.harness.overrides import RENAMED_KEYS
 
 __all__ = ["ConfigError", "Range", "validate_config"]
 
@@ -312,7 +312,7 @@ def _check_top(check: _Checker, data: dict) -> None:
     if ok.get("data"):
         _check_data(check, data["data"])
     if ok.get("network"):
-        from hardlinear.train.network import MLP
+        from hardlinear.layers.network import MLP
 
         hints = _signature_hints(MLP.__init__, skip=("self", "box", "n_out"))
         check.need_known_keys("network", list(data["network"]), list(hints))
@@ -358,7 +358,7 @@ def _check_data(check: _Checker, data: dict) -> None:
 
 
 def _check_logger(check: _Checker, logger: dict) -> None:
-    from hardlinear.loggers import LOGGERS
+    from hardlinear.harness.loggers import LOGGERS
 
     names = logger.get("names", ["csv"])
     if not check.need_type("logger.names", names, list[str]):
@@ -500,7 +500,7 @@ def _check_rule_device(check: _Checker, method: dict) -> None:
     device = method.get("rule_device", "cpu")
     if not isinstance(device, str) or device == "cpu":
         return
-    from hardlinear.layers.decision_rule import check_rule_device
+    from hardlinear.rules.decision_rule import check_rule_device
 
     try:
         check_rule_device(device, str(method.get("rule_solver", "auto")))
@@ -533,9 +533,9 @@ def _method_class(check: _Checker, target: Any) -> type | None:
 
 def _method_choices(cls: type) -> dict[str, Sequence[str]]:
     """Valid values of the string options, from the constants of the code that consumes them."""
-    from hardlinear.layers.robust_lp import LP_SOLVERS
-    from hardlinear.layers.robust_sdp import SDP_SOLVERS
     from hardlinear.methods.penalty import NORMS
+    from hardlinear.rules.robust_lp import LP_SOLVERS
+    from hardlinear.rules.robust_sdp import SDP_SOLVERS
     from hardlinear.solvers import BACKENDS
 
     def declared(constant: str, default: Sequence[str] | None = None) -> Sequence[str] | None:

@@ -70,7 +70,7 @@ def _cpu_state(method: torch.nn.Module) -> dict[str, Any]:
 
 def _standardisation(method: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The ``Standardize`` buffers of the method's network (empty for methods without one)."""
-    from hardlinear.train.network import Standardize
+    from hardlinear.layers.network import Standardize
 
     for name, module in method.named_modules():
         if isinstance(module, Standardize):
@@ -248,7 +248,7 @@ class _Inference(torch.nn.Module):
         self.net, self.layer, self.layer_dtype = method.net, method.layer, method.layer_dtype
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        from hardlinear.methods.penalty import run_net
+        from hardlinear.layers.network import run_net
 
         return self.layer(xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype))
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hardlinear.results import study_of
+from hardlinear.harness.results import study_of
 
 WANDB_MISSING = "the W&B logger needs wandb: pip install 'hardlinear[wandb]' (or use logger=csv)"
 

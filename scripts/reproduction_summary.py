@@ -37,21 +37,22 @@ def _paper_number(text: str) -> float:
 def baselines(df) -> None:
     """Every row of the paper's result tables beside ours (mean over seeds; worst = mean of each seed's worst),
     flagging a gap more than 1 point above the paper's or an inequality violation above the paper's by 0.01
-    (the paper's rounding is 3 decimals), and seeds whose gaps disagree (``tables.seed_gaps_disagree``)."""
-    from hardlinear.reporting import tables as T
+    (the paper's rounding is 3 decimals), and seeds whose gaps disagree (``stats.seed_gaps_disagree``)."""
+    from hardlinear.reporting.paper_tables import PAPER_LABELS, PENALTY_EXPERIMENT, TABLES
+    from hardlinear.reporting.stats import of_key, one_per_seed, seed_gaps_disagree, with_keys
 
     print("| table | problem | method | seeds | gap % (ours) | gap % (paper) | ineq. viol. (ours) | ineq. viol. (paper) | iterations (ours / paper) | flag |")
     print("|---|---|---|--:|--:|--:|--:|--:|--:|---|")
-    ok = df[df["status"].isin(["ok", ""]) & (df["experiment"] != T.PENALTY_EXPERIMENT)]
-    keyed = T.with_keys(ok)
-    for name, spec in T.TABLES.items():
+    ok = df[df["status"].isin(["ok", ""]) & (df["experiment"] != PENALTY_EXPERIMENT)]
+    keyed = with_keys(ok)
+    for name, spec in TABLES.items():
         if not spec.paper or spec.label_as_paper:
             continue
         for row in paper.paper_table(spec.paper):
             sub = keyed[keyed["problem"] == row.problem]
             if row.problem != "portfolio":
                 sub = sub[sub["objective"] == row.objective]
-            runs = T.one_per_seed(T.of_key(sub, T.PAPER_LABELS[row.method]), name)
+            runs = one_per_seed(of_key(sub, PAPER_LABELS[row.method]), name)
             if not len(runs):
                 print(f"| {name} | {row.problem} | {row.method} | 0 | not run | {row.gap_mean} ({row.gap_worst}) | | "
                       f"{row.ineq_viol_mean} ({row.ineq_viol_worst}) | | |")
@@ -63,7 +64,7 @@ def baselines(df) -> None:
                 flags.append("gap worse by > 1 point")
             if ineq > _paper_number(row.ineq_viol_mean) + 0.01:
                 flags.append("less feasible")
-            if T.seed_gaps_disagree(list(runs["test/gap_mean"])):
+            if seed_gaps_disagree(list(runs["test/gap_mean"])):
                 flags.append("seeds disagree: " + " / ".join(f"{g:.2f}" for g in runs["test/gap_mean"]))
             its = f"{runs['test/iterations'].mean():.0f} / {row.iterations or '-'}"
             print(f"| {name} | {row.problem} | {row.method} | {len(runs)} | {gap:.2f} ({gap_w:.2f}) | {row.gap_mean} ({row.gap_worst}) "

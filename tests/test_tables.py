@@ -8,7 +8,9 @@ import pytest
 from hardlinear.harness import results
 from hardlinear.reporting import TABLE_NAMES, make_figures, make_tables
 from hardlinear.reporting import paper_reference as paper
-from hardlinear.reporting.tables import RowKey, fmt, fmt_pair, fmt_sci, fmt_time, method_label, tex_escape
+from hardlinear.reporting.labels import RowKey, method_label
+from hardlinear.reporting.render import tex_escape
+from hardlinear.reporting.stats import fmt, fmt_pair, fmt_sci, fmt_time
 
 SIZES = {
     "dcopf_118": {"n": 1126, "m_eq": 340, "m_ineq": 768, "k": 118},
@@ -152,7 +154,7 @@ def test_diverged_and_not_applicable_rows_are_never_normal_rows(tmp_path):
 def test_a_cell_never_mixes_settings(tmp_path):
     """Two seeds of one row trained with different learning rates: refused, naming the key; a study or a
     filter selects one setting."""
-    from hardlinear.reporting.tables import MixedSettings
+    from hardlinear.reporting.stats import MixedSettings
 
     rows = [_row("dcopf_118", "lp", "proposed", 0, "table_lp", lr=0.001), _row("dcopf_118", "lp", "proposed", 1, "table_lp", lr=1)]
     root = write_runs(tmp_path / "r", rows)
@@ -302,7 +304,7 @@ def test_a_budget_stopped_training_is_named_in_its_block(tmp_path):
 
 def test_seeds_that_disagree_are_marked_with_every_seed_gap(tmp_path):
     """One seed feasible at 18 %, two stuck infeasible at -9 %: the mean (0.16) must not pass for a match."""
-    from hardlinear.reporting.tables import seed_gaps_disagree
+    from hardlinear.reporting.stats import seed_gaps_disagree
 
     assert seed_gaps_disagree([18.47, -9.0, -9.0])
     assert not seed_gaps_disagree([1.0, 1.5, 1.75])  # within a point

@@ -6,6 +6,7 @@ violation figures. ``results``: results roots (directories of records, legacy CS
 """
 
 from hardlinear.reporting.figures import make_figures
-from hardlinear.reporting.tables import TABLE_NAMES, make_tables
+from hardlinear.reporting.paper_tables import TABLE_NAMES
+from hardlinear.reporting.tables import make_tables
 
 __all__ = ["TABLE_NAMES", "make_figures", "make_tables"]

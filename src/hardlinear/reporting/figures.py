@@ -24,18 +24,9 @@ import math
 from pathlib import Path
 
 from hardlinear.reporting import paper_reference as paper
-from hardlinear.reporting.tables import (
-    MAIN_METRICS,
-    PAPER_LABELS,
-    PENALTY_EXPERIMENT,
-    method_label,
-    method_order,
-    of_key,
-    one_per_seed,
-    problem_title,
-    summarize,
-    with_keys,
-)
+from hardlinear.reporting.labels import method_label, method_order, problem_title
+from hardlinear.reporting.paper_tables import MAIN_METRICS, PAPER_LABELS, PENALTY_EXPERIMENT
+from hardlinear.reporting.stats import of_key, one_per_seed, summarize, with_keys
 
 VIOLATION_LINTHRESH = 1e-10
 """Symmetric-log axes of violations are linear below this: a zero sits at zero, float64 rounding (~1e-16)

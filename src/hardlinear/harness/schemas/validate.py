@@ -1,0 +1,42 @@
+"""Typed validation of a composed run config, so a bad setting fails before any work starts.
+
+Hydra already rejects an unknown group choice and an override of a missing key without ``+``; this module
+catches what gets through (``+problem.foo=1``, ``trainer.epochs=abc``, ``problem.uncertainty=-0.1``,
+``method.penalty=-5``, ...). The valid keys and their types come from the code they configure: the problem's
+and the method's constructor signatures and annotations, the fields of ``TrainerConfig`` and ``EvalConfig``,
+the ``MLP`` signature. So a new option needs no edit here; only ranges and choices are written down (:mod:`.tables`).
+Nothing is built and no solver is called: validation takes milliseconds.
+
+Every error is collected before raising, so one run reports all of them:
+``ConfigError: problem.uncertainty must be in (0, 1); got -0.1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from hardlinear.harness.schemas.checker import ConfigError, _Checker
+from hardlinear.harness.schemas.machine import _check_paths_and_threads
+from hardlinear.harness.schemas.method import _check_method
+from hardlinear.harness.schemas.sections import _check_problem, _check_top, _check_trainer
+
+
+def validate_config(cfg: DictConfig | Mapping) -> None:
+    """Check a composed run config (``run.py``'s ``cfg``) without building anything.
+
+    Raises :class:`ConfigError` naming each bad key, its value and what is valid; returns None when the
+    config can run. Call it first thing in ``harness.run``.
+    """
+    if not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(dict(cfg))
+    check = _Checker()
+    data = check.resolve(cfg, "")
+    _check_top(check, data)
+    _check_problem(check, data.get("problem"))
+    _check_method(check, data.get("method"), data.get("problem"))
+    _check_trainer(check, data.get("trainer"))
+    _check_paths_and_threads(check, data)
+    if check.errors:
+        raise ConfigError(check.errors)

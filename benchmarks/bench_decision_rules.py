@@ -17,7 +17,7 @@ its own time and peak RSS.
 A case is a paper problem name, ``portfolio[:uncertainty]``, or any PGLib case ``pglib_opf_...:uncertainty[:inputs]``
 (``inputs``: ``loaded_buses``, ``zones`` or ``areas``; see ``hardlinear.problems.dcopf``). ``--solvers sparse`` runs the
 whole robust LP in the grid's sparse variables (``hardlinear.rules.robust_lp_sparse``: HiGHS IPX, for few inputs),
-``--solvers reduced`` the structured interior point of ``hardlinear.rules.robust_lp_reduced``; its rows also carry the free dimension ``d``,
+``--solvers reduced`` the structured interior point of ``hardlinear.rules.reduced``; its rows also carry the free dimension ``d``,
 the active inputs ``q`` and the rule's unknowns ``d (q + 1)`` beside the full rule's ``n (k + 1)``.
 Nothing is cached: every row is a cold solve (the problem build is not timed). With ``--csv``, the file
 gets the rows (appended), ``<csv stem>.json`` the machine, versions, git sha and settings of this call, and
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
 
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("hardlinear.rules.robust_lp").setLevel(logging.DEBUG)
-        logging.getLogger("hardlinear.rules.robust_lp_reduced").setLevel(logging.DEBUG)
+        logging.getLogger("hardlinear.rules.reduced").setLevel(logging.DEBUG)
     if args.single:
         print(json.dumps(run_one(*args.single, margin_gap=args.margin_gap)))
         return

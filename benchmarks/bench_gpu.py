@@ -2,7 +2,7 @@
 
 **(a) Rule** (``gpu_rule.csv``): for every case and every run (``cuda`` with each of ``--cuda-threads`` host
 threads, ``cpu`` with each of ``--cpu-threads``), one fresh process builds the problem (not timed) and solves its
-margin rule with :func:`hardlinear.rules.robust_lp_reduced.solve_robust_lp_reduced` (``device="cuda"``: the torch
+margin rule with :func:`hardlinear.rules.reduced.solve_robust_lp_reduced` (``device="cuda"``: the torch
 backend of the Newton step's kernels; ``"cpu"``: the default path). Per row: the verified ``t*``, its relative
 difference from the case's first CPU row (the two paths solve the same LP; expected ~1e-8 or below), the solve
 time, Newton steps, rounds, the kernels' times, peak host RSS (the process's own, problem build and the CUDA
@@ -208,8 +208,8 @@ def _device_name(device: str) -> str:
 # --- (a) the rule solver, one process per row -----------------------------------------------------------------
 def rule_child(args: argparse.Namespace) -> dict[str, Any]:
     from hardlinear.rules.decision_rule import peak_rss_mb
+    from hardlinear.rules.reduced import solve_robust_lp_reduced
     from hardlinear.rules.robust_lp import row_weights
-    from hardlinear.rules.robust_lp_reduced import solve_robust_lp_reduced
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()

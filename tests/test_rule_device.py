@@ -10,19 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-import hardlinear.rules.robust_lp_reduced as reduced_module
+import hardlinear.rules.reduced.interior_point as interior_point_module
 from hardlinear.layers import solve_decision_rule
 from hardlinear.problems import build_problem
 from hardlinear.rules.decision_rule import check_rule_device
+from hardlinear.rules.reduced import backend_device, packed_outer_products, solve_robust_lp_reduced
+from hardlinear.rules.reduced.interior_point import _NormalSolver, _Point, _WorkingSet
 from hardlinear.rules.robust_lp import row_weights, verified_row_margins
-from hardlinear.rules.robust_lp_reduced import (
-    _NormalSolver,
-    _Point,
-    _WorkingSet,
-    backend_device,
-    packed_outer_products,
-    solve_robust_lp_reduced,
-)
 
 T_BACKEND = 1e-8  # relative agreement of the two paths' verified margins (measured: <= 6e-14 on 14-118 buses)
 CPU_BACKEND = torch.device("cpu")  # a torch.device, not the string "cpu": the torch backend on the CPU
@@ -70,9 +64,9 @@ def test_torch_backend_solves_the_newton_system_like_the_default_path(monkeypatc
     """Several chunks of inputs (CHUNK_BYTES shrunk), factors kept or recomputed per solve, blocks from the
     packed outer products or from X' X: the same direction as the default path, to rounding."""
     ws, D, r = _random_system()
-    monkeypatch.setattr(reduced_module, "CHUNK_BYTES", 8 * 5 * 12 * 3)  # 3 inputs per chunk: chunks of 3, 3, 1
+    monkeypatch.setattr(interior_point_module, "CHUNK_BYTES", 8 * 5 * 12 * 3)  # 3 inputs per chunk: chunks of 3, 3, 1
     if not keep:
-        monkeypatch.setattr(reduced_module, "FACTOR_BUDGET_BYTES", 0)
+        monkeypatch.setattr(interior_point_module, "FACTOR_BUDGET_BYTES", 0)
     KR = packed_outer_products(ws.M) if packed else None
     KR_dev = packed_outer_products(ws.M, device=CPU_BACKEND) if packed else None
     default = _NormalSolver(ws, D, 1e-9, 1e-8, KR)

@@ -10,8 +10,8 @@ import torch
 
 from hardlinear.layers import solve_decision_rule
 from hardlinear.problems import build_problem
+from hardlinear.rules.reduced import reduce_sparse, solve_robust_lp_reduced, verified_row_margins_chunked
 from hardlinear.rules.robust_lp import row_weights, solve_robust_lp, verified_row_margins
-from hardlinear.rules.robust_lp_reduced import reduce_sparse, solve_robust_lp_reduced, verified_row_margins_chunked
 
 T_REL = 1e-6  # relative agreement of the verified margins of the two solvers
 EQ_TOL = 1e-9  # relative residual of G F = B_eq
@@ -109,7 +109,7 @@ def test_zone_and_area_inputs_aggregate_the_loaded_buses(inputs):
 
 
 def test_expressions_and_rows_map_back_and_forth():
-    from hardlinear.rules.robust_lp_reduced import expressions_of_rows, rows_of_expressions
+    from hardlinear.rules.reduced import expressions_of_rows, rows_of_expressions
 
     problem = build_problem("dcopf_30", form="inequality")
     red = reduce_sparse(problem.compact, row_weights(problem.compact.H, "inequality")).red
@@ -121,7 +121,8 @@ def test_expressions_and_rows_map_back_and_forth():
 
 
 def test_packed_blocks_factor_like_the_explicit_products():
-    from hardlinear.rules.robust_lp_reduced import _NormalSolver, _WorkingSet, packed_outer_products
+    from hardlinear.rules.reduced import packed_outer_products
+    from hardlinear.rules.reduced.interior_point import _NormalSolver, _WorkingSet
 
     rng = np.random.default_rng(1)
     E, d, q = 9, 4, 5
@@ -137,7 +138,7 @@ def test_packed_blocks_factor_like_the_explicit_products():
 def test_coarse_seed_and_zero_spread_certificate_on_a_three_area_grid():
     """case73_ieee_rts (3 areas, 51 loaded buses): the rule's row generation seeded by the area rule's working
     set, and stopped by the zero-spread bound (its t* is a generator's half-range, which no rule can beat)."""
-    from hardlinear.rules.robust_lp_reduced import solve_with_coarse_seed
+    from hardlinear.rules.reduced import solve_with_coarse_seed
 
     problem = build_problem("dcopf", case="pglib_opf_case73_ieee_rts", uncertainty=0.1, inputs="loaded_buses")
     w = row_weights(problem.compact.H, "standard")
@@ -165,9 +166,9 @@ def test_certified_rule_matches_the_interior_point(form):
 def test_sparse_working_sets_match_the_interior_point(name, form, lp_solver, monkeypatch):
     """The working sets solved in the grid's own variables (``working_sets="sparse"``), by HiGHS or Clarabel, give
     the interior point's margin, and the rule passes the independent checks."""
-    import hardlinear.rules.robust_lp_reduced as reduced
+    import hardlinear.rules.reduced.row_generation as row_generation
 
-    monkeypatch.setattr(reduced, "SPARSE_LP_SOLVERS", (lp_solver,))
+    monkeypatch.setattr(row_generation, "SPARSE_LP_SOLVERS", (lp_solver,))  # read by solve_working_set_sparse there
     problem = _problem(name, form)
     w = row_weights(problem.compact.H, form)
     new = solve_robust_lp_reduced(problem.compact, w, working_sets="sparse")
@@ -183,7 +184,7 @@ def test_sparse_working_sets_match_the_interior_point(name, form, lp_solver, mon
 def test_offset_lp_in_grid_variables_equals_the_dense_one():
     """``_best_offset`` by the sparse LP in ``y`` and by the dense LP in ``W_0``: same optimum, over every
     expression and over a subset, with zero and with random spreads."""
-    from hardlinear.rules.robust_lp_reduced import _best_offset
+    from hardlinear.rules.reduced.certification import _best_offset
 
     problem = build_problem("dcopf_57", form="inequality")
     red = reduce_sparse(problem.compact, row_weights(problem.compact.H, "inequality")).red
@@ -206,7 +207,9 @@ def test_offset_lp_in_grid_variables_equals_the_dense_one():
 def test_working_set_smaller_than_the_null_space_is_solved_in_its_span():
     """A working set of fewer expressions than ``d`` written in a basis of its rows' span: the same margin as in
     all ``d`` coordinates, and the same rule (the proximal term zeroes the rest)."""
-    from hardlinear.rules.robust_lp_reduced import _full_rule, _working_set, _WorkingSet, solve_working_set
+    from hardlinear.rules.reduced import solve_working_set
+    from hardlinear.rules.reduced.interior_point import _WorkingSet
+    from hardlinear.rules.reduced.row_generation import _full_rule, _working_set
 
     problem = build_problem("dcopf_200", form="inequality")
     red = reduce_sparse(problem.compact, row_weights(problem.compact.H, "inequality")).red
@@ -228,12 +231,12 @@ def test_a_proximal_term_that_weighs_on_the_margin_is_named_or_shrunk_until_the_
     with ``exact_optimum`` the final working set is solved again with eps shrunk, and the margin is Clarabel's."""
     import logging
 
-    from hardlinear.rules.robust_lp_reduced import PROXIMAL_SHARE
+    from hardlinear.rules.reduced.settings import PROXIMAL_SHARE
 
     problem = _problem("dcopf_118", "standard")
     w = row_weights(problem.compact.H, "standard")
     old = solve_robust_lp(problem.compact, w, "clarabel")
-    with caplog.at_level(logging.WARNING, logger="hardlinear.rules.robust_lp_reduced"):
+    with caplog.at_level(logging.WARNING, logger="hardlinear.rules.reduced"):
         short = solve_robust_lp_reduced(problem.compact, w, regularization=1e-3)
     assert short.info["proximal_share"] > PROXIMAL_SHARE and "proximal_resolves" not in short.info
     assert 0 < short.t_star < old.t_star * (1 - 1e-3)  # safe, and short by more than the share's scale

@@ -8,8 +8,8 @@ import pytest
 from test_rule_solver_reduced import T_REL, _check_rule, _problem
 
 from hardlinear.problems import build_problem
+from hardlinear.rules.reduced import solve_robust_lp_reduced
 from hardlinear.rules.robust_lp import row_weights, solve_robust_lp
-from hardlinear.rules.robust_lp_reduced import solve_robust_lp_reduced
 from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse, sparse_lp_nonzeros
 
 

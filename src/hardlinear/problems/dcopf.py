@@ -407,7 +407,7 @@ class DCOPF(Problem):
     def coarse_family(self) -> JointlyLinearFamily | None:
         """The same constraints with the loads aggregated by area (one input per loaded area; same rows, fewer
         inputs), whose rule's working set seeds the row generation of the full one
-        (:func:`hardlinear.rules.robust_lp_reduced.solve_robust_lp_reduced`); None when the inputs are areas."""
+        (:func:`hardlinear.rules.reduced.solve_robust_lp_reduced`); None when the inputs are areas."""
         if self.inputs == "areas":
             return None
         return build_dcopf_family(self.network, self.uncertainty, "areas", self.susceptance)

@@ -185,7 +185,7 @@ def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
 
 
 # --- solving --------------------------------------------------------------------------------------------
-# solver="auto" picks the structured solver (robust_lp_reduced) for the margin rule over a box when the compact
+# solver="auto" picks the structured solver (hardlinear.rules.reduced) for the margin rule over a box when the compact
 # problem has more inequality rows than this: measured (benchmarks/README.md) it is 1.2-1.5x faster at case300
 # (1,754 rows) and 6x at case2000_goc by area (13,354 rows; Clarabel: 18-65 min and ~10 GB with every load an
 # input, reduced: ~7 min and 2.3 GB), slower on some of the paper's cases (<= 1,044 rows). 4,000 keeps Clarabel
@@ -201,7 +201,7 @@ def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str
     from hardlinear.rules.robust_sdp import SDP_SOLVERS
 
     sdp = problem.compact.input_dependent_lhs
-    # reduced: hardlinear.rules.robust_lp_reduced; sparse: hardlinear.rules.robust_lp_sparse
+    # reduced: hardlinear.rules.reduced; sparse: hardlinear.rules.robust_lp_sparse
     valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, *LARGE_GRID_SOLVERS)
     if solver == "auto":
         if not _reduced_applies(problem, rule_objective):
@@ -278,7 +278,7 @@ def _solve(
             from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse
 
             return solve_robust_lp_sparse(problem.compact, weights, threads=threads)
-        from hardlinear.rules.robust_lp_reduced import solve_robust_lp_reduced
+        from hardlinear.rules.reduced import solve_robust_lp_reduced
 
         return solve_robust_lp_reduced(problem.compact, weights, threads=threads, device=device)
     return solve_robust_lp(
@@ -333,7 +333,7 @@ def solve_decision_rule(
     "sparse" while that LP has at most ``SPARSE_MAX_NONZEROS`` nonzeros, else "reduced"), "clarabel", "highs"
     (IPX), "pdlp" (HiGHS first-order), "sparse" (the whole LP in the grid's sparse variables,
     :mod:`~hardlinear.rules.robust_lp_sparse`: few inputs) or "reduced" (the structured interior point of
-    :mod:`~hardlinear.rules.robust_lp_reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
+    :mod:`~hardlinear.rules.reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.rules.robust_sdp`; ignored by the LP).
     ``margin_gap``: the LP's relative optimality gap on ``t*`` at which the row generation may stop
     (:func:`~hardlinear.rules.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
@@ -420,7 +420,7 @@ def solve_decision_rule(
 def check_rule_device(device: str, solver: str) -> None:
     """A ValueError naming the fix, before any work, for a rule device the solver cannot use: "cpu" always
     works; another device (e.g. "cuda") needs ``solver="reduced"`` and a torch that sees that device
-    (:func:`~hardlinear.rules.robust_lp_reduced.backend_device`)."""
+    (:func:`~hardlinear.rules.reduced.backend_device`)."""
     if device == "cpu":
         return
     if solver != "reduced":
@@ -428,7 +428,7 @@ def check_rule_device(device: str, solver: str) -> None:
             f"rule device {device!r} applies to the 'reduced' rule solver only (got {solver!r}): set "
             "method.rule_solver=reduced, or method.rule_device=cpu"
         )
-    from hardlinear.rules.robust_lp_reduced import backend_device
+    from hardlinear.rules.reduced import backend_device
 
     backend_device(device)
 

@@ -15,11 +15,11 @@ Its nonzeros are ``(q + 1) nnz(G) + 2 q (nnz(H_u) + E) + ...``: linear in the gr
 inputs, so with loads aggregated by zone or area it is a few DC-OPFs' worth of LP that HiGHS's interior point
 (IPX, no crossover) solves directly: no elimination, no working set, no rounds. With every load an input the
 nonzeros grow as ``inputs x grid`` (60 M at case2000_goc's 1,010 loads) and the structured row generation of
-:mod:`~hardlinear.rules.robust_lp_reduced` is the better tool; ``solver="auto"`` chooses by
+:mod:`~hardlinear.rules.reduced` is the better tool; ``solver="auto"`` chooses by
 :func:`sparse_lp_nonzeros` (``SPARSE_MAX_NONZEROS``).
 
 After solving, the rule is mapped back to x-coordinates, corrected once onto ``G F = B_eq`` (one sparse LU of
-``G G'``) and verified row by row in float64 (:func:`~hardlinear.rules.robust_lp_reduced.verified_row_margins_chunked`):
+``G G'``) and verified row by row in float64 (:func:`~hardlinear.rules.reduced.verified_row_margins_chunked`):
 ``t_star`` is that verified margin, never the solver's ``t``. Measured (benchmarks/README.md, 1 thread):
 case2000_goc (3 areas) 3.5 s, case6470_rte (1 area) 5 s, case9241_pegase (1 area) 27 s, case13659_pegase
 (1 area) 60 s, each under 0.6 GB.
@@ -36,8 +36,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import JointlyLinearFamily
+from hardlinear.rules.reduced import verified_row_margins_chunked
+from hardlinear.rules.reduced.elimination import _u_coordinates
 from hardlinear.rules.robust_lp import ProgramInfeasible, ProgramUnbounded, RuleSolution, find_expression_pairs
-from hardlinear.rules.robust_lp_reduced import _u_coordinates, verified_row_margins_chunked
 from hardlinear.rules.sparse_elimination import normal_lu
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ grid's Laplacian) has a sparse LU, and with it
 * an orthonormal basis ``N: (n, d)`` of ``null(G)``, ``d = n - m``: ``d`` random vectors projected onto the null
   space twice (the second pass removes what the first left at rounding level), then a thin QR.
 
-Memory ``O(nnz(LU) + n d)``. Used by the robust LP (:mod:`hardlinear.rules.robust_lp_reduced`) and the
+Memory ``O(nnz(LU) + n d)``. Used by the robust LP (:mod:`hardlinear.rules.reduced.elimination`) and the
 equality projection (:mod:`hardlinear.layers.equality`). Returns None where this does not apply (dependent or
 badly conditioned rows, ``m >= n``): the caller then needs a rank-revealing (dense) factorisation.
 """

@@ -70,7 +70,7 @@ def run_one(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dict:
     import highspy  # noqa: F401
     import torch
 
-    from hardlinear.layers import DecisionRuleInfeasible, solve_decision_rule
+    from hardlinear.rules import DecisionRuleInfeasible, solve_decision_rule
 
     torch.set_num_threads(1)
     problem = build(case, form)
@@ -127,7 +127,7 @@ def run_level(case: str, form: str, solver: str, margin_gap: float = 0.0) -> dic
     """The largest uncertainty level of one case in this process (exact LP; None where it does not apply)."""
     import torch
 
-    from hardlinear.layers import max_uncertainty_exact
+    from hardlinear.rules import max_uncertainty_exact
 
     torch.set_num_threads(1)
     problem = build(case, form)

@@ -18,8 +18,9 @@ from pathlib import Path
 import torch
 
 from hardlinear.audit import ATTACKABLE, AuditConfig, as_records, audit
-from hardlinear.layers import FeasibilityLayer, solve_decision_rule
+from hardlinear.layers import FeasibilityLayer
 from hardlinear.problems import build_problem
+from hardlinear.rules import solve_decision_rule
 
 PROBLEMS = ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118", "dcopf_200", "portfolio"]
 

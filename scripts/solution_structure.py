@@ -23,8 +23,9 @@ import argparse
 import numpy as np
 import torch
 
-from hardlinear.layers import FeasibilityLayer, solve_decision_rule
+from hardlinear.layers import FeasibilityLayer
 from hardlinear.problems import build_problem
+from hardlinear.rules import solve_decision_rule
 
 # A row binds when its slack is below ACTIVE_RTOL * (1 + |h_i|): the solvers' own tolerances are 1e-8 to 1e-9,
 # and a slack this small moves the objective by far less than the gaps we compare.

@@ -12,8 +12,8 @@ import scipy.sparse as sp
 import torch
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.layers import DecisionRule, DecisionRuleInfeasible, max_uncertainty, solve_decision_rule
 from hardlinear.problems import Portfolio, build_problem
+from hardlinear.rules import DecisionRule, DecisionRuleInfeasible, max_uncertainty, solve_decision_rule
 from hardlinear.rules.robust_lp import find_expression_pairs, row_weights, solve_robust_lp, verified_row_margins
 from hardlinear.rules.robust_sdp import sdp_row_weights, solve_robust_sdp
 

@@ -30,11 +30,11 @@ from hardlinear.data import build_dataset
 from hardlinear.harness import results
 from hardlinear.harness import runner as harness
 from hardlinear.harness.loggers import make_loggers
-from hardlinear.layers import solve_decision_rule
 from hardlinear.methods.base import Context
 from hardlinear.methods.penalty import Penalty
 from hardlinear.problems import Portfolio, build_problem
 from hardlinear.problems.base import Problem
+from hardlinear.rules import solve_decision_rule
 from hardlinear.solvers import SolverError
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
 

@@ -43,12 +43,13 @@ from hardlinear.audit import (
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.data import Dataset, build_dataset
 from hardlinear.evaluation import EvalConfig, evaluate_method
-from hardlinear.layers import FeasibilityLayer, solve_decision_rule
+from hardlinear.layers import FeasibilityLayer
 from hardlinear.methods.base import Context
 from hardlinear.methods.proposed import Proposed
 from hardlinear.metrics import instance_metrics
 from hardlinear.problems import build_problem
 from hardlinear.problems.base import Objective, Problem
+from hardlinear.rules import solve_decision_rule
 from hardlinear.solvers import SolverError
 
 TOL64 = 1e-9  # float64: relative equality residual, absolute and relative inequality violation

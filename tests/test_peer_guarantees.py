@@ -21,13 +21,13 @@ import scipy.sparse as sp
 import torch
 
 from hardlinear.constraints import InputBox, InputDependentFamily, JointlyLinearFamily
-from hardlinear.layers import solve_decision_rule
 from hardlinear.layers.peers.gauge import GaugeMap
 from hardlinear.layers.peers.hardnet import HardNetAffLayer
 from hardlinear.methods.base import Context, NotApplicable
 from hardlinear.methods.hardnet_aff import HardNetAff
 from hardlinear.problems import build_problem
 from hardlinear.problems.base import Objective, Problem
+from hardlinear.rules import solve_decision_rule
 
 EPS = np.finfo(np.float64).eps
 TOL64 = 1e-9

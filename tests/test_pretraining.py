@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from hardlinear.layers import FeasibilityLayer, solve_decision_rule
+from hardlinear.layers import FeasibilityLayer
 from hardlinear.problems import build_problem
+from hardlinear.rules import solve_decision_rule
 
 
 def test_dcopf_30_expensive_generator_over_its_limit_is_a_zero_gradient_plateau(tmp_path):

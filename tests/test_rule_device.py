@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import hardlinear.rules.reduced.interior_point as interior_point_module
-from hardlinear.layers import solve_decision_rule
 from hardlinear.problems import build_problem
+from hardlinear.rules import solve_decision_rule
 from hardlinear.rules.decision_rule import check_rule_device
 from hardlinear.rules.reduced import backend_device, packed_outer_products, solve_robust_lp_reduced
 from hardlinear.rules.reduced.interior_point import _NormalSolver, _Point, _WorkingSet

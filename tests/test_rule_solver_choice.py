@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hardlinear.layers import decision_rule
 from hardlinear.problems import build_problem
+from hardlinear.rules import decision_rule
 from hardlinear.rules.decision_rule import _resolve_solver, solve_decision_rule
 
 
@@ -20,7 +20,7 @@ def test_auto_keeps_clarabel_up_to_case500():
 
 
 def test_auto_picks_sparse_then_reduced_above_the_threshold(monkeypatch, tmp_path):
-    from hardlinear.layers import robust_lp_sparse
+    from hardlinear.rules import robust_lp_sparse
 
     problem = build_problem("dcopf_14", form="inequality")
     monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", problem.compact.m_ineq - 1)
@@ -79,7 +79,7 @@ LEVEL_SEARCH = {"sparse": ("exact, one LP", 2e-4), "reduced": ("bisection", 2e-3
 def test_an_infeasible_level_names_the_largest_one_with_a_rule(solver):
     """case14 at +-60 %: no rule; the error names the largest level (the exact LP's 0.5405, README) and how it was
     found: the sparse level LP, or bisection with the reduced solver."""
-    from hardlinear.layers import DecisionRuleInfeasible
+    from hardlinear.rules import DecisionRuleInfeasible
 
     how, tol = LEVEL_SEARCH[solver]
     problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.6)

@@ -8,8 +8,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.layers import solve_decision_rule
 from hardlinear.problems import build_problem
+from hardlinear.rules import solve_decision_rule
 from hardlinear.rules.reduced import reduce_sparse, solve_robust_lp_reduced, verified_row_margins_chunked
 from hardlinear.rules.robust_lp import row_weights, solve_robust_lp, verified_row_margins
 

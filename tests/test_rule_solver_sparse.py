@@ -76,7 +76,7 @@ def test_a_fixed_input_keeps_its_nominal_column():
 def test_sparse_level_lp_matches_the_exact_level(name):
     """The largest uncertainty level by the sparse level LP equals the row-generated one of robust_lp (Clarabel),
     and the rule at 99 % of it has a positive margin while one at 101 % has none."""
-    from hardlinear.layers import max_uncertainty_exact
+    from hardlinear.rules import max_uncertainty_exact
 
     problem = build_problem(name, form="inequality")
     sparse = max_uncertainty_exact(problem, solver="sparse")

@@ -133,7 +133,7 @@ def test_particular_matrix_is_the_same_in_both_factorisations() -> None:
 def test_rule_skips_zero_columns_of_a_large_rule(monkeypatch, tmp_path) -> None:
     """Above SPARSE_COLUMNS_MIN_SIZE the rule multiplies only its nonzero input columns: same outputs, and the
     cached columns follow in-place changes of the weights."""
-    from hardlinear.layers import decision_rule
+    from hardlinear.rules import decision_rule
     from hardlinear.rules.decision_rule import solve_decision_rule
 
     problem = DCOPF("pglib_opf_case30_ieee")

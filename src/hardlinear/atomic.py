@@ -27,6 +27,39 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def create_exclusive_bytes(path: str | os.PathLike, data: bytes, durable: bool = True) -> Path:
+    """Create ``path`` with ``data`` atomically, and only if it does not exist; ``FileExistsError`` otherwise.
+
+    Why not ``exists()`` then ``os.replace``: between the two another writer can create the file, and the replace
+    would silently drop its content. Here the whole file is written to a temporary name, then hard-linked to
+    ``path``: ``link`` fails if ``path`` exists, so of two writers exactly one wins and readers see a whole file.
+    On a file system without hard links, ``O_CREAT | O_EXCL`` creates the file (exclusive still; a crash in the
+    middle can then leave a partial file, which the readers' checksum rejects)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here (some FUSE / SMB mounts)
+            with open(path, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    if durable:
+        fsync_dir(path.parent)
+    return path
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); returns the path.
 

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hardlinear.atomic import atomic_write_bytes
+from hardlinear.atomic import atomic_write_bytes, create_exclusive_bytes
 
 RESULTS_VERSION = 2
 """Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older
@@ -199,9 +199,26 @@ def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     data = (json.dumps(body, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / RECORD_FILE
-    if final.exists():
-        raise FileExistsError(f"{final} exists: a run directory holds one record, never rewritten (use a new run directory)")
-    return atomic_write_bytes(final, data, durable=True)
+    try:
+        return create_exclusive_bytes(final, data, durable=True)
+    except FileExistsError:
+        kept = _keep_beside(run_dir, body, data)
+    raise FileExistsError(
+        f"{final} exists (another run wrote it first): a run directory holds one record, never rewritten. This run's "
+        f"record was kept, unread by the loader, as {kept}; give each run its own directory (hydra.run.dir=...)"
+    )
+
+
+def _keep_beside(run_dir: Path, body: Mapping[str, Any], data: bytes) -> Path:
+    """Save the record that lost the race under a name the loader does not read, so nothing computed is lost."""
+    stamp = str(body.get("row", {}).get("timestamp", "")).replace(":", "") if isinstance(body.get("row"), Mapping) else ""
+    for attempt in range(1000):
+        path = run_dir / f"record.conflict-{body.get('identity', '')}-{stamp}-{os.getpid()}-{attempt}.json"
+        try:
+            return create_exclusive_bytes(path, data, durable=True)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{run_dir}: could not keep this run's record beside the existing one (1000 names taken)")
 
 
 # --- reading records ------------------------------------------------------------------------------------

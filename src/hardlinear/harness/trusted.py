@@ -54,7 +54,7 @@ def _walk(config: Any):
     while stack:
         path, node, depth = stack.pop()
         if depth > MAX_CONFIG_DEPTH:
-            raise UntrustedConfig(f"the stored config nests deeper than {MAX_CONFIG_DEPTH} levels at {path or '<root>'}")
+            raise UntrustedConfig(f"the stored config nests deeper than {MAX_CONFIG_DEPTH} levels (at {(path or '<root>')[:60]}...)")
         if isinstance(node, Mapping):
             yield path, node
             children = node.items()

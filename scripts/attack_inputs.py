@@ -405,14 +405,11 @@ def _(w):
 
 @attack("config", "full disk before the run (run.py)", pattern=r"^error: no space to start a run", slow=True)
 def _(w):
-    import hardlinear.harness.outputs as outputs
-
-    # a folder whose file system reports no space: simulated by asking for more than any disk has
+    # a folder whose file system has too little space: simulated by asking for more than any disk has
     code = (
         "import sys, runpy; import hardlinear.harness.outputs as o; o.MIN_FREE_BYTES = 2**62; "
         f"sys.argv = ['run.py', 'problem=dcopf_14', 'hydra.run.dir={w / 'run'}']; runpy.run_path('run.py', run_name='__main__')"
     )
-    del outputs
     _cli(["-c", code])
 
 

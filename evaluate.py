@@ -18,6 +18,10 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="output folder (default: RUN_DIR/eval/<time>-<data>)")
     parser.add_argument("--study", default=None, help="study of the new record (default: <the run's study>-eval)")
     parser.add_argument("--cache-dir", default=None, help="dataset and rule cache (default: the run's cache_dir)")
+    parser.add_argument(
+        "--allow-missing-probe", action="store_true",
+        help="load a checkpoint whose probe (saved outputs that prove the reload) is missing, UNCHECKED, with a warning",
+    )
     args = parser.parse_args()
     if args.test_seed is not None and not 0 <= args.test_seed < 2**63:
         parser.error(f"--test-seed must be in [0, 2**63); got {args.test_seed}")
@@ -34,6 +38,7 @@ def main() -> int:
         record = evaluate_run(
             args.run_dir, test_seed=args.test_seed, test_size=args.test_size, inputs=args.inputs,
             out_dir=args.out, cache_dir=args.cache_dir, study=args.study,
+            allow_missing_probe=args.allow_missing_probe,
         )
     except (CheckpointError, BadRecord, FileExistsError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

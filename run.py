@@ -14,13 +14,18 @@ def main(cfg: DictConfig) -> None:
     from hardlinear.threads import size_native_pools
 
     size_native_pools(cfg.get("threads"))  # before numpy and torch load: pool sizes change rounding
+    from hardlinear.atomic import DiskFull
     from hardlinear.harness.runner import run, run_in_sweep
 
     hc = HydraConfig.get()
-    if hc.mode == RunMode.MULTIRUN:
-        run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
-    else:
-        run(cfg, hc.runtime.output_dir)
+    try:
+        if hc.mode == RunMode.MULTIRUN:
+            run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
+        else:
+            run(cfg, hc.runtime.output_dir)
+    except DiskFull as err:  # one line, not three chained tracebacks
+        print(f"error: {err.strerror}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

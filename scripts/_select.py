@@ -22,8 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace):
     """The results table of ``args`` (study and filters applied) and the studies to render."""
+    if args.study is not None:
+        results.check_study_name(args.study, "--study")  # it names the output folder: before any reading
     df = results.report_table(args.results, where=results.parse_where(args.where))
-    present = results.studies(df)
+    present = [s for s in results.studies(df) if results.study_name_problem(s) is None]  # the loader skips the rest
     if args.study is not None and args.study not in present:
         raise LookupError(f"no runs of study {args.study!r} in {' '.join(args.results)}; studies present: {', '.join(present) or 'none'}")
     return df, ([args.study] if args.study is not None else present)

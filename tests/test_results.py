@@ -82,7 +82,9 @@ def test_a_record_is_written_once_and_read_back_verified(tmp_path):
         results.write_record(tmp_path / "other", {**record(4, status="failed"), "reason": " "})
     with pytest.raises(ValueError, match="status must be one of"):
         results.write_record(tmp_path / "other", record(4, status="great"))
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["record.json", "run"]  # no temp file left
+    names = sorted(p.name for p in tmp_path.rglob("*"))  # no temp file left; the refused record kept beside
+    assert [n for n in names if not n.startswith("record.conflict-")] == ["record.json", "run"]
+    assert len([n for n in names if n.startswith("record.conflict-")]) == 1
 
 
 def test_non_finite_metrics_survive_the_round_trip(tmp_path):

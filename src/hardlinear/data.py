@@ -91,6 +91,30 @@ def load_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict] | None:
     return arrays, meta
 
 
+def _key_mismatch(cached, key: str, problem, split: str, size: int, seed: int, solver: str, given: bool) -> str | None:
+    """Why a cache file (checksum valid) is not the set asked for, or None. Why: the checksum proves the file
+    is whole, not that it is this set; a test-split file copied over the validation file would otherwise be
+    served as the validation set (model selection on the test set). Files from before the key was stored are
+    checked by the fields they carry."""
+    arrays, meta = cached
+    wanted = {"problem": problem.name, "split": split, "solver": solver}
+    if not given:
+        wanted.update(size=size, seed=seed)
+    for field, value in wanted.items():
+        if meta.get(field) != value:
+            return f"it holds {field}={meta.get(field)!r}, not {value!r}"
+    if "fingerprint" in meta and meta["fingerprint"] != problem.fingerprint():
+        return "it was built for other problem data"
+    if "key" in meta and meta["key"] != key:
+        return f"its key {str(meta['key'])[:20]!r} is not {key!r}"
+    try:
+        rows = {len(arrays[name]) for name in ("xi", "y", "objective", "solve_time_s")}
+        shape_ok = len(rows) == 1 and arrays["xi"].ndim == 2 and arrays["xi"].shape[1] == problem.box.k
+    except (KeyError, TypeError, AttributeError):
+        shape_ok = False
+    return None if shape_ok else "its arrays are missing or of the wrong shape"
+
+
 def build_dataset(
     problem,
     split: str,
@@ -131,6 +155,10 @@ def build_dataset(
         key = dataset_key(problem, split, size, seed, solver, inputs)
         path = Path(cache_dir) / f"{problem.name}-{split}-{key}.npz"
         cached = load_arrays(path)
+        mismatch = cached is not None and _key_mismatch(cached, key, problem, split, size, seed, solver, inputs is not None)
+        if mismatch:
+            log.warning("cache file %s is not the %s %s set it is named for (%s); rebuilding it", path, problem.name, split, mismatch)
+            cached = None
         if cached is not None:
             a, meta = cached
             return Dataset(
@@ -151,7 +179,7 @@ def build_dataset(
     build_time = time.perf_counter() - t0
     arrays = {"xi": xi.numpy(), "y": sol.y, "objective": sol.objective, "solve_time_s": sol.time_s}
     if path is not None:
-        save_arrays(path, arrays, {"problem": problem.name, "split": split, "size": len(xi), "seed": seed, "given": inputs is not None, "solver": solver, "build_time_s": build_time})
+        save_arrays(path, arrays, {"key": key, "fingerprint": problem.fingerprint(), "problem": problem.name, "split": split, "size": len(xi), "seed": seed, "given": inputs is not None, "solver": solver, "build_time_s": build_time})
         log.info("built %s %s set (%d instances, %s) in %.1f s -> %s", problem.name, split, len(xi), solver, build_time, path)
     return Dataset(
         xi=xi,

@@ -149,23 +149,25 @@ def load_run(
     device: str = "cpu",
     cache_dir: str | os.PathLike | None = None,
     verify: bool = True,
+    allow_missing_probe: bool = False,
 ):
     """The method of a finished run, set up on its problem with the run's weights and rule, in eval mode.
 
     ``method.predict(xi)`` gives the outputs the run gave (checked on the stored probe inputs when ``verify``:
     :class:`CheckpointError` otherwise). ``method.problem`` is the rebuilt problem; ``method.run_config`` the
     run's resolved config. ``cache_dir`` overrides where the rule's cache is looked for (default: the run's).
+    The stored config may name only this package's method classes (:mod:`hardlinear.harness.trusted`), checked
+    before anything is built. A checkpoint without its probe is refused unless ``allow_missing_probe`` (then
+    with a warning): nothing else shows that the weights are the run's.
     """
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
     from hardlinear.methods.base import Context, check_dtype
 
     payload = read_checkpoint(run_dir)
-    config = payload["config"]
-    cfg = OmegaConf.create(config)
+    config = payload.get("config")
+    method = _trusted_method(config, run_dir)  # before the problem is built: nothing runs for an untrusted file
+    if verify:
+        _require_probe(payload, run_dir, allow_missing_probe)
     problem = problem_from_config(config)
-    method = instantiate(cfg.method, _convert_="all")
     ctx = Context(
         cache_dir=str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache")),
         device=device,
@@ -190,6 +192,34 @@ def load_run(
     if verify and payload.get("probe"):
         verify_probe(method, payload["probe"], run_dir)
     return method
+
+
+def _trusted_method(config: Any, run_dir: str | os.PathLike):
+    """The stored config's method, built only if it is one of this package's classes (:mod:`.trusted`)."""
+    from hardlinear.harness.trusted import UntrustedConfig, build_method
+
+    try:
+        return build_method(config, str(checkpoint_path(run_dir)))
+    except UntrustedConfig as err:
+        raise CheckpointError(str(err)) from None
+
+
+def _require_probe(payload: dict[str, Any], run_dir: str | os.PathLike, allow_missing: bool) -> None:
+    """A probe with inputs and outputs of matching rows, or (``allow_missing``) a loud warning."""
+    probe = payload.get("probe")
+    whole = (
+        isinstance(probe, dict) and torch.is_tensor(probe.get("xi")) and torch.is_tensor(probe.get("y"))
+        and probe["xi"].ndim == 2 and probe["y"].ndim == 2 and len(probe["xi"]) == len(probe["y"]) > 0
+    )
+    if whole:
+        return
+    message = (
+        f"{checkpoint_path(run_dir)} has no usable probe (the saved inputs and outputs that prove a reload is the "
+        "run's model): it was edited, or saved without one"
+    )
+    if not allow_missing:
+        raise CheckpointError(message + "; load_run(..., allow_missing_probe=True) (evaluate.py --allow-missing-probe) loads it unchecked")
+    warnings.warn(message + "; loaded UNCHECKED because allow_missing_probe=True", stacklevel=3)
 
 
 def problem_from_config(config: dict[str, Any]):

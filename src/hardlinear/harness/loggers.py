@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hardlinear.atomic import atomic_write_bytes, disk_full
 from hardlinear.harness.results import study_of
 
 WANDB_MISSING = "the W&B logger needs wandb: pip install 'hardlinear[wandb]' (or use logger=csv)"
@@ -63,7 +64,8 @@ class CSVLogger:
         self.rows: list[dict[str, Any]] = []
 
     def log_config(self, config: Mapping[str, Any]) -> None:
-        (self.run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=_json_default))
+        text = json.dumps(config, indent=2, sort_keys=True, default=_json_default)
+        atomic_write_bytes(self.run_dir / "config.json", text.encode())  # whole or absent, also on a full disk
 
     def log_epoch(self, epoch: int, metrics: Mapping[str, Any]) -> None:
         row = {"epoch": int(epoch), **{k: _plain(v) for k, v in metrics.items() if k != "epoch"}}
@@ -83,18 +85,25 @@ class CSVLogger:
             writer.writerow(self.columns)
         for r in rows:
             writer.writerow(["" if r.get(c) is None else _cell(r.get(c)) for c in self.columns])
-        with open(self.path, mode, newline="") as f:
-            f.write(buf.getvalue())
-            f.flush()
+        if mode == "w":
+            atomic_write_bytes(self.path, buf.getvalue().encode())
+            return
+        size = self.path.stat().st_size if self.path.exists() else 0
+        try:
+            with open(self.path, "a", newline="") as f:
+                f.write(buf.getvalue())
+                f.flush()
+        except OSError as err:  # a full disk: cut the torn row, so the log holds whole rows only
+            with open(self.path, "r+b") as f:
+                f.truncate(size)
+            raise disk_full(err, self.path, len(buf.getvalue().encode())) from None
 
     def log_final(self, metrics: Mapping[str, Any]) -> None:
         data = {k: _plain(v) for k, v in metrics.items()}
-        (self.run_dir / "final.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default))
+        atomic_write_bytes(self.run_dir / "final.json", json.dumps(data, indent=2, sort_keys=True, default=_json_default).encode())
 
     def log_table(self, name: str, dataframe) -> None:
-        folder = self.run_dir / "tables"
-        folder.mkdir(exist_ok=True)
-        dataframe.to_csv(folder / f"{name}.csv", index=False)
+        atomic_write_bytes(self.run_dir / "tables" / f"{name}.csv", dataframe.to_csv(index=False).encode())
 
     def log_checkpoint(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
         """The checkpoint already lives in the run directory; nothing to copy."""

@@ -28,26 +28,43 @@ import torch
 
 from hardlinear.data import Dataset, atomic_write_bytes, build_dataset
 
+MAX_INPUT_ROWS = 10_000_000
+"""Most rows an inputs file may hold (each is solved by the reference solver: far more is a mistake)."""
+
 
 def read_inputs(path: str | os.PathLike, k: int) -> torch.Tensor:
-    """``(N, k)`` float64 inputs from ``.npy``, ``.npz`` (array ``xi``) or ``.csv`` (no header, one row each)."""
+    """``(N, k)`` float64 inputs from ``.npy``, ``.npz`` (array ``xi``) or ``.csv`` (no header, one row each);
+    ``ValueError`` naming the file and the fix for anything else (empty, wrong shape, non-finite, unreadable)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"inputs file not found: {path}")
-    if path.suffix == ".npy":
-        xi = np.load(path, allow_pickle=False)
-    elif path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            if "xi" not in archive:
-                raise ValueError(f"{path} has no array 'xi' (arrays: {', '.join(archive.files)}); save the inputs as xi=...")
-            xi = archive["xi"]
-    elif path.suffix == ".csv":
-        xi = np.loadtxt(path, delimiter=",", ndmin=2)
-    else:
+    if not path.is_file():
+        raise ValueError(f"inputs file {path} is not a regular file (a folder or a device); give a .npy, .npz or .csv file")
+    if path.suffix not in (".npy", ".npz", ".csv"):
         raise ValueError(f"inputs file {path} must be .npy, .npz (array xi) or .csv")
-    xi = np.asarray(xi, dtype=np.float64)
+    try:
+        if path.suffix == ".npy":
+            xi = np.load(path, allow_pickle=False, mmap_mode="r")
+        elif path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                if "xi" not in archive:
+                    raise KeyError(f"{path} has no array 'xi' (arrays: {', '.join(archive.files)}); save the inputs as xi=...")
+                xi = archive["xi"]
+        else:
+            xi = np.loadtxt(path, delimiter=",", ndmin=2)
+        if getattr(xi, "ndim", 0) == 2 and xi.shape[0] > MAX_INPUT_ROWS:
+            raise ValueError(f"{xi.shape[0]} rows, more than the {MAX_INPUT_ROWS} an evaluation takes; split the file")
+        if not np.issubdtype(np.asarray(xi).dtype, np.number) or np.iscomplexobj(xi):
+            raise ValueError(f"its array has dtype {np.asarray(xi).dtype}, not real numbers")
+        xi = np.array(xi, dtype=np.float64)
+    except KeyError as err:
+        raise ValueError(str(err.args[0])) from None
+    except Exception as err:  # noqa: BLE001 - a damaged zip, a bad header, text in a CSV: all "unreadable"
+        raise ValueError(f"inputs file {path} cannot be read as {path.suffix} ({type(err).__name__}: {err})") from None
     if xi.ndim != 2 or xi.shape[1] != k:
         raise ValueError(f"inputs in {path} must have shape (N, {k}) for this problem; got {xi.shape}")
+    if xi.shape[0] == 0:
+        raise ValueError(f"inputs in {path} have no rows (shape {xi.shape}); give at least one input of {k} values")
     if not np.isfinite(xi).all():
         raise ValueError(f"inputs in {path} contain NaN or inf (rows {np.flatnonzero(~np.isfinite(xi).all(1))[:5].tolist()})")
     return torch.as_tensor(xi)
@@ -62,12 +79,15 @@ def evaluate_run(
     out_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
     study: str | None = None,
+    allow_missing_probe: bool = False,
 ) -> dict[str, Any]:
     """Re-evaluate the saved model of ``run_dir``; returns the row written to ``<out_dir>/record.json`` (also
     in ``metrics.json``), plus ``out_dir``.
 
     Defaults: the run's own ``data.test_seed`` and ``data.test_size``; ``inputs`` replaces the sampled test set;
-    ``study``: ``<the run's study>-eval``.
+    ``study``: ``<the run's study>-eval``. An existing, non-empty ``out_dir`` is refused before any work; the
+    outputs are written into a fresh hidden folder beside it and published together by one rename, so the
+    folder holds all of them or none. ``allow_missing_probe``: see :func:`hardlinear.load_run`.
     """
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
@@ -76,7 +96,11 @@ def evaluate_run(
     from hardlinear.methods.base import Context, check_dtype
 
     run_dir = Path(run_dir)
-    method = load_run(run_dir, cache_dir=cache_dir)
+    if out_dir is not None:
+        refuse_existing_out(Path(out_dir))
+    if study is not None:
+        results.check_study_name(study, "--study")
+    method = load_run(run_dir, cache_dir=cache_dir, allow_missing_probe=allow_missing_probe)
     config, problem = method.run_config, method.problem
     data_cfg = dict(config.get("data") or {})
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)
@@ -126,13 +150,55 @@ def evaluate_run(
         **metrics,
     }
     buf = _npz(xi=test.xi.numpy(), y=y.numpy(), objective_ref=np.asarray(test.objective))
-    atomic_write_bytes(out / "predictions.npz", buf)
-    atomic_write_bytes(out / "metrics.json", json.dumps(row, indent=2, default=float).encode())
-    results.write_record(out, {
+    record = {
         "identity": ident, "study": new_study, "config": new_config, "provenance": provenance("cpu"),
         "status": status, "reason": diverged or "", "row": row,
-    })
+    }
+    publish_outputs(out, {"predictions.npz": buf, "metrics.json": json.dumps(row, indent=2, default=float).encode()}, record)
     return {**row, "study": new_study, "out_dir": str(out)}
+
+
+def refuse_existing_out(out: Path) -> None:
+    """``FileExistsError`` for an ``--out`` that exists and is not an empty folder: its files are never mixed
+    with or replaced by this evaluation's."""
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    if out.exists() or out.is_symlink():
+        raise FileExistsError(
+            f"--out {out} exists; an evaluation never writes over or beside other files: give a new folder, or leave "
+            "--out out to get a fresh one under RUN_DIR/eval/"
+        )
+
+
+def publish_outputs(out: Path, files: dict[str, bytes], record: dict[str, Any]) -> Path:
+    """Write ``files`` and the record into a fresh hidden folder beside ``out``, then rename it to ``out`` (one
+    step: readers see all the outputs or none). If ``out`` appeared meanwhile, the outputs stay in the hidden
+    folder, named in the ``FileExistsError``: nothing computed is lost, nothing is mixed."""
+    import shutil
+    import tempfile
+
+    from hardlinear.harness import results
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".partial"))
+    try:
+        for name, data in files.items():
+            atomic_write_bytes(staging / name, data)
+        results.write_record(staging, record)  # last: a staging folder without it holds no result
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    try:
+        refuse_existing_out(out)
+        if out.is_dir():
+            out.rmdir()  # empty (checked): the rename below cannot replace a folder that has entries
+        os.rename(staging, out)
+    except OSError as err:
+        raise FileExistsError(f"{out} could not be published ({err}); this evaluation's outputs are whole in {staging}") from None
+    from hardlinear.atomic import fsync_dir
+
+    fsync_dir(out.parent)
+    return out
 
 
 def _run_record(run_dir: Path) -> dict[str, Any] | None:

@@ -31,12 +31,13 @@ import io
 import json
 import math
 import os
+import stat
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hardlinear.atomic import atomic_write_bytes
+from hardlinear.atomic import atomic_write_bytes, create_exclusive_bytes
 
 RESULTS_VERSION = 2
 """Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older
@@ -131,6 +132,27 @@ def identity(config: Mapping[str, Any], exclude: Iterable[str] = NON_IDENTITY_KE
 config_hash = identity  # the name the tables and older code use
 
 
+def study_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a study name, or None. A study names a folder (``results/tables/<study>/``), so it
+    must be one plain path component: not empty, no ``/`` or ``\\``, not ``.`` or ``..``, no NUL, not absolute."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a name"
+    if not name.strip():
+        return "is empty; give a name such as smoke"
+    if "/" in name or "\\" in name or "\x00" in name or name in (".", "..") or os.path.isabs(name) or len(name) > 200:
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-.")[:60] or "mystudy"
+        return f"must be one folder name (no '/', '\\', '..', not absolute; at most 200 characters); e.g. study={safe}"
+    return None
+
+
+def check_study_name(name: Any, key: str = "study") -> str:
+    """``name`` when it is a safe study name (:func:`study_name_problem`), else ``ValueError`` naming the fix."""
+    problem = study_name_problem(name)
+    if problem:
+        raise ValueError(f"{key} {name!r} {problem}")
+    return name
+
+
 def study_of(config: Mapping[str, Any]) -> str:
     """The study a run belongs to: ``study`` when set, else ``experiment`` when set, else ``DEFAULT_STUDY``."""
     for key in ("study", "experiment"):
@@ -199,9 +221,26 @@ def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     data = (json.dumps(body, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / RECORD_FILE
-    if final.exists():
-        raise FileExistsError(f"{final} exists: a run directory holds one record, never rewritten (use a new run directory)")
-    return atomic_write_bytes(final, data, durable=True)
+    try:
+        return create_exclusive_bytes(final, data, durable=True)
+    except FileExistsError:
+        kept = _keep_beside(run_dir, body, data)
+    raise FileExistsError(
+        f"{final} exists (another run wrote it first): a run directory holds one record, never rewritten. This run's "
+        f"record was kept, unread by the loader, as {kept}; give each run its own directory (hydra.run.dir=...)"
+    )
+
+
+def _keep_beside(run_dir: Path, body: Mapping[str, Any], data: bytes) -> Path:
+    """Save the record that lost the race under a name the loader does not read, so nothing computed is lost."""
+    stamp = str(body.get("row", {}).get("timestamp", "")).replace(":", "") if isinstance(body.get("row"), Mapping) else ""
+    for attempt in range(1000):
+        path = run_dir / f"record.conflict-{body.get('identity', '')}-{stamp}-{os.getpid()}-{attempt}.json"
+        try:
+            return create_exclusive_bytes(path, data, durable=True)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{run_dir}: could not keep this run's record beside the existing one (1000 names taken)")
 
 
 # --- reading records ------------------------------------------------------------------------------------
@@ -209,39 +248,134 @@ class BadRecord(ValueError):
     """A ``record.json`` that cannot be trusted: unreadable, not JSON, not a record, or a checksum mismatch."""
 
 
-def read_record(path: str | os.PathLike) -> dict:
-    """One record, verified (schema and checksum); ``BadRecord`` saying why otherwise."""
-    path = Path(path)
+MAX_RECORD_BYTES = 64 * 2**20
+"""Largest ``record.json`` read (ours are a few kB); a bigger file (or ``/dev/zero`` behind a symlink) is refused
+after reading at most this much."""
+MAX_RECORD_DEPTH = 64
+"""Deepest nesting a record may have (ours: under 10 levels); deeper is refused before anything recurses into it."""
+RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "identity": str, "study": str, "status": str, "row": dict, "config": dict, "reason": str,
+    "provenance": dict, "results_version": int, "schema": str, "checksum": str,
+}
+"""The type every field of a record must have; a record with a valid checksum but another type is reported."""
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of a regular file, at most :data:`MAX_RECORD_BYTES`; ``BadRecord`` for anything else (a FIFO
+    or a directory named ``record.json``, a symlink loop or a dangling one, a device, an unreadable file)."""
     try:
-        text = path.read_bytes().decode("utf-8")
-        body = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the loader
+    except OSError as err:
+        raise BadRecord(f"{path}: cannot be opened ({type(err).__name__}: {err.strerror or err}); not read") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
+            raise BadRecord(f"{path}: is {kind}, not a record file; not read")
+        chunks, size = [], 0
+        while size <= MAX_RECORD_BYTES:
+            chunk = os.read(fd, min(2**20, MAX_RECORD_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_RECORD_BYTES:
+            raise BadRecord(f"{path}: larger than {MAX_RECORD_BYTES // 2**20} MiB, so not a record; not read")
+        return b"".join(chunks)
+    except OSError as err:
+        raise BadRecord(f"{path}: cannot be read ({type(err).__name__}: {err.strerror or err}); not read") from None
+    finally:
+        os.close(fd)
+
+
+def _depth_problem(value: Any) -> str | None:
+    """Where ``value`` nests deeper than :data:`MAX_RECORD_DEPTH`, iteratively (no recursion), or None."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_RECORD_DEPTH:
+            return f"nests deeper than {MAX_RECORD_DEPTH} levels"
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return None
+
+
+def _type_problems(body: dict) -> list[str]:
+    """The fields of a record whose type is wrong, in words (``row is list, not dict``)."""
+    out = []
+    for key, kind in RECORD_TYPES.items():
+        if key in body and not (isinstance(body[key], kind) and not isinstance(body[key], bool)):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            out.append(f"{key} is {type(body[key]).__name__}, not {names}")
+    study = body.get("study")
+    if isinstance(study, str):
+        problem = study_name_problem(study)
+        if problem:
+            out.append(f"study {study!r} {problem}")
+    return out
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    """One record, verified (size, depth, schema, checksum, field types); ``BadRecord`` saying why otherwise."""
+    path = Path(path)
+    data = _read_bounded(path)
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise BadRecord(f"{path}: not a record (JSON nested too deep to read)") from None
+    except (UnicodeDecodeError, ValueError) as err:
         raise BadRecord(f"{path}: not a readable record ({type(err).__name__}: {err})") from None
+    deep = _depth_problem(body)
+    if deep:
+        raise BadRecord(f"{path}: not a record ({deep})")
     if not isinstance(body, dict) or body.get("schema") != RECORD_SCHEMA:
-        raise BadRecord(f"{path}: not a hardlinear record (schema {body.get('schema') if isinstance(body, dict) else None!r})")
+        schema = body.get("schema") if isinstance(body, dict) else None
+        raise BadRecord(f"{path}: not a hardlinear record (schema {str(schema)[:60]!r})")
     if body.get("checksum") != _checksum(body):
         raise BadRecord(f"{path}: checksum mismatch (edited or corrupted); not read")
     missing = [k for k in ("identity", "study", "status", "row", "config") if k not in body]
     if missing or body["status"] not in STATUSES:
-        raise BadRecord(f"{path}: incomplete record (missing {missing}, status {body.get('status')!r})")
+        raise BadRecord(f"{path}: incomplete record (missing {missing}, status {str(body.get('status'))[:40]!r})")
+    wrong = _type_problems(body)
+    if wrong:
+        raise BadRecord(f"{path}: not a well-typed record ({'; '.join(wrong)}); not read")
     return body
 
 
-def record_paths(roots: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every ``record.json`` under the directory roots, sorted (file roots are skipped here)."""
+def find_record_files(roots: Iterable[str | os.PathLike]) -> tuple[list[Path], list[str]]:
+    """``([path, ...], [problem, ...])``: every entry named ``record.json`` under the directory roots (whatever it
+    is: a file, a symlink, a directory, a FIFO; :func:`read_record` says which are records), and one line per
+    directory that could not be listed (an unreadable directory hides its records: said, not skipped silently).
+    Symlinked directories are not followed (no loops, no escaping the root)."""
     found: set[Path] = set()
+    problems: list[str] = []
     for root in roots:
         root = Path(root)
-        if root.is_dir():
-            found.update(p for p in root.rglob(RECORD_FILE) if p.is_file())
-    return sorted(found)
+        if not root.is_dir():
+            continue
+
+        def unlisted(err: OSError) -> None:
+            problems.append(f"{err.filename}: directory cannot be listed ({type(err).__name__}: {err.strerror}); its records are not read")
+
+        for folder, dirs, files in os.walk(root, onerror=unlisted, followlinks=False):
+            if RECORD_FILE in files or RECORD_FILE in dirs:
+                found.add(Path(folder) / RECORD_FILE)
+    return sorted(found), problems
+
+
+def record_paths(roots: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``record.json`` under the directory roots, sorted (see :func:`find_record_files`)."""
+    return find_record_files(roots)[0]
 
 
 def scan(roots: Iterable[str | os.PathLike]) -> tuple[list[tuple[Path, dict]], list[str]]:
     """``([(path, record), ...], [problem, ...])``: the verified records under ``roots`` and one line per
-    file that was not read (path and why)."""
-    good, bad = [], []
-    for path in record_paths(roots):
+    file that was not read (path and why), and per directory that could not be listed."""
+    paths, bad = find_record_files(roots)
+    good = []
+    for path in paths:
         try:
             good.append((path, read_record(path)))
         except BadRecord as err:
@@ -257,12 +391,10 @@ def find_recorded(
     another study does not stand in for it."""
     wanted = set(statuses)
     hits = []
-    for path in record_paths([root]):
-        try:
-            body = read_record(path)
-        except BadRecord as err:
-            warnings.warn(f"skipping {err}", stacklevel=2)
-            continue
+    good, bad = scan([root])
+    for line in bad:
+        warnings.warn(f"skipping {line}", stacklevel=2)
+    for path, body in good:
         if body["identity"] == run_identity and body["status"] in wanted and (study is None or body["study"] == study):
             hits.append((str(body.get("row", {}).get("timestamp", "")), str(path), path, body))
     if not hits:
@@ -339,6 +471,10 @@ def read_legacy_csv(path: str | os.PathLike) -> list[dict[str, Any]]:
         _, rows = _read_csv_rows(source)
         for row in rows:
             row["study"] = row.get("study") or path.parent.name
+            unsafe = study_name_problem(row["study"])
+            if unsafe:
+                warnings.warn(f"{row['record']}: skipping a row whose study {row['study']!r} {unsafe}", stacklevel=2)
+                continue
             row["results_version"] = 1
             row["identity"] = f"v1:{row.get('config_hash', '')}"
             if forced == "superseded":
@@ -492,6 +628,8 @@ def aggregate(roots: Sequence[str | os.PathLike], out: str | os.PathLike, study:
     same records give the same bytes) and return it."""
     if not roots:
         raise ValueError("aggregate needs at least one root (a results directory or a legacy results CSV)")
+    if study is not None:
+        check_study_name(study, "--study")
     for root in roots:
         if not Path(root).exists():
             raise FileNotFoundError(f"results root not found: {root}")

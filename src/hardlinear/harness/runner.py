@@ -24,6 +24,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from hardlinear.atomic import DiskFull
 from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
 from hardlinear.harness import results
@@ -140,8 +141,17 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     except Exception as err:
         if not (run_dir / results.RECORD_FILE).exists():  # an error after the record was written is not a failed run
             reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-            _write(run_dir, record, identity, "failed", reason)
+            _write_failed(run_dir, record, identity, reason)
         raise
+
+
+def _write_failed(run_dir: Path, record: dict, identity: dict, reason: str) -> None:
+    """The ``failed`` record; if it cannot be written either (the disk that failed the run is full), say so in
+    one line and let the run's own error be the one raised (no second traceback chained to it)."""
+    try:
+        _write(run_dir, record, identity, "failed", reason)
+    except OSError as err:
+        print(f"[hardlinear] the failed run could not be recorded either: {err.strerror or err}", file=sys.stderr, flush=True)
 
 
 def config_identity(cfg: DictConfig, run_dir: Path, ident: str) -> dict:
@@ -266,6 +276,8 @@ def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
 
     try:
         return run(cfg, run_dir)
+    except DiskFull:
+        raise  # every later run would fail the same way: the sweep ends with one line (run.py)
     except Exception as err:  # noqa: BLE001 - the sweep must outlive one broken run
         traceback.print_exc()
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import warnings
 from itertools import chain
+from typing import Any
 
 import numpy as np
 import torch
@@ -342,13 +343,27 @@ class FeasibilityLayer(nn.Module):
             return s_tn, tau - s_tn
         return s_tn, -s_tn
 
-    # --- the layer ---------------------------------------------------------------------------------
-    def forward(self, xi: torch.Tensor, y_task: torch.Tensor) -> torch.Tensor:
-        """``xi: (B, k), y_task: (B, n) -> (B, n)`` in ``y_task``'s dtype; see the class docstring."""
+    def _check_call(self, xi: Any, y_task: Any) -> None:
+        """Clear errors for what torch would report obscurely: arrays that are not tensors, integer tensors, wrong
+        shapes, batches of different lengths."""
+        for name, value in (("xi", xi), ("y_task", y_task)):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__} (use torch.as_tensor({name}, dtype=torch.float64))")
+            if not value.is_floating_point():
+                raise TypeError(f"{name} must be a floating tensor; got {value.dtype} (use {name}.double())")
         if y_task.dim() != 2 or y_task.shape[1] != self.n or xi.dim() != 2 or xi.shape[1] != self.k:
             raise ValueError(
                 f"expected xi (B, {self.k}) and y_task (B, {self.n}); got {tuple(xi.shape)}, {tuple(y_task.shape)}"
             )
+        if xi.shape[0] != y_task.shape[0]:
+            raise ValueError(f"xi has {xi.shape[0]} rows and y_task {y_task.shape[0]}: one row of each per instance")
+
+    # --- the layer ---------------------------------------------------------------------------------
+    def forward(self, xi: torch.Tensor, y_task: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y_task: (B, n) -> (B, n)`` in ``y_task``'s dtype; see the class docstring."""
+        self._check_call(xi, y_task)
+        if y_task.shape[0] == 0:  # an empty batch: nothing to correct
+            return y_task + 0.0
         out_dtype = y_task.dtype
         work = torch.promote_types(self.alpha_dtype, out_dtype)
 

@@ -55,10 +55,17 @@ BOX_TOL = 1e-9
 def load_arrays_npz(path: str | os.PathLike) -> dict[str, Any]:
     """The problem's arrays from a ``.npz`` (sparse matrices rebuilt from their CSR triplets)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"problem file {str(path)!r} not found; pass problem.path=<file.npz> (relative to the working directory)")
-    with np.load(path, allow_pickle=False) as z:
-        raw = {key: z[key] for key in z.files}
+    if not path.is_file():
+        raise ValueError(f"problem file {str(path)!r} is not a regular file (a folder or a device); pass problem.path=<file.npz>")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not hasattr(z, "files"):
+                raise ValueError("it holds one array, not named arrays (save with numpy.savez(path, c=..., lo=..., hi=...))")
+            raw = {key: z[key] for key in z.files}
+    except Exception as err:  # noqa: BLE001 - a damaged zip, a pickled array, a text file: all "not a problem file"
+        raise ValueError(f"problem file {str(path)!r} cannot be read as .npz ({type(err).__name__}: {err}); write it with numpy.savez") from None
     arrays: dict[str, Any] = {}
     for name in MATRIX_KEYS:
         parts = [f"{name}_{p}" for p in CSR_PARTS]
@@ -69,12 +76,59 @@ def load_arrays_npz(path: str | os.PathLike) -> dict[str, Any]:
             if name in raw:
                 raise ValueError(f"{path}: {name} is given both dense and as a CSR triplet; keep one")
             data, indices, indptr, shape = (raw.pop(p) for p in parts)
-            arrays[name] = sp.csr_matrix((data, indices, indptr), shape=tuple(int(s) for s in shape))
+            arrays[name] = _csr(path, name, data, indices, indptr, shape)
     unknown = sorted(set(raw) - set(KNOWN_KEYS))
     if unknown:
         raise ValueError(f"{path}: unknown keys {unknown}; the keys are {list(KNOWN_KEYS)} (see hardlinear.problems.linear)")
     arrays.update(raw)
     return arrays
+
+
+def _csr(path: Path, name: str, data: Any, indices: Any, indptr: Any, shape: Any) -> sp.csr_matrix:
+    """A CSR triplet checked in full (indices inside the declared shape, ``indptr`` monotone and as long as the
+    rows): scipy's default check does not look at the indices, and a bad one fails deep inside a solver."""
+    try:
+        shape = tuple(int(v) for v in np.asarray(shape).reshape(-1))
+        if len(shape) != 2 or min(shape) < 0:
+            raise ValueError(f"{name}_shape must be two non-negative integers; got {shape}")
+        matrix = sp.csr_matrix((data, indices, indptr), shape=shape)
+        matrix.check_format(full_check=True)
+    except (ValueError, TypeError, IndexError, OverflowError) as err:
+        raise ValueError(
+            f"{path}: sparse {name} (CSR {name}_data, {name}_indices, {name}_indptr, {name}_shape) is inconsistent: {err}; "
+            "write it from scipy.sparse.csr_matrix attributes"
+        ) from None
+    return matrix
+
+
+def _check_psd(Q: sp.csr_matrix) -> None:
+    """``ValueError`` if the symmetric ``Q`` has a clearly negative eigenvalue (the Python API checks the same)."""
+    scale = 1.0 + (abs(Q).max() if Q.nnz else 0.0)
+    if Q.shape[0] <= 4000:
+        smallest = float(np.linalg.eigvalsh(Q.toarray()).min()) if Q.nnz else 0.0
+    else:
+        from scipy.sparse.linalg import eigsh
+
+        smallest = float(eigsh(Q, k=1, which="SA", return_eigenvectors=False, tol=1e-8)[0])
+    if smallest < -1e-9 * scale:
+        raise ValueError(f"Q must be positive semidefinite (smallest eigenvalue {smallest:.3g}): the objective c'y + 1/2 y'Qy must be convex")
+
+
+def _check_size(n: int, k: int, rows: int) -> None:
+    """Refuse, before any work, a problem whose dense working matrices cannot fit in this machine's memory: the
+    decision rule and its input moments hold ``(k + 1) x (k + 1)`` and ``(n + rows) x (k + 1)`` float64 arrays."""
+    needed = 8 * max((k + 1) ** 2, (n + rows) * (k + 1))
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return
+    if needed > available:
+        raise ValueError(
+            f"the problem is too large for this machine: k = {k} inputs and n = {n} variables need dense float64 "
+            f"matrices of {needed / 2**30:.1f} GiB ((k+1)^2 or (n+rows)(k+1)), {available / 2**30:.1f} GiB available; "
+            "reduce the inputs (lo/hi) or run where memory allows"
+        )
 
 
 def _vector(arrays: Mapping[str, Any], key: str, length: int, default: float | None = 0.0) -> np.ndarray:
@@ -161,10 +215,12 @@ def family_from_arrays(arrays: Mapping[str, Any]) -> tuple[JointlyLinearFamily, 
         asym = abs(Q - Q.T).max() if Q.nnz else 0.0
         if asym > 1e-9 * max(1.0, abs(Q).max()):
             raise ValueError(f"Q must be symmetric (max |Q - Q'| = {asym:.3g}); pass (Q + Q')/2")
+        _check_psd(Q)
     G = _matrix(arrays, "G", None, n, f"equality rows, one column per variable; n = {n} from c")
     H = _matrix(arrays, "H", None, n, f"inequality rows, one column per variable; n = {n} from c")
     G = G if G is not None else sp.csr_matrix((0, n))
     H = H if H is not None else sp.csr_matrix((0, n))
+    _check_size(n, k, G.shape[0] + H.shape[0])
     for key, matrix, partner in (("g0", G, "G"), ("Gx", G, "G"), ("h0", H, "H"), ("Hx", H, "H")):
         if matrix.shape[0] == 0 and arrays.get(key) is not None and np.size(arrays[key]):
             raise ValueError(f"{key} is given but {partner} is not: give {partner} (rows, n) as well")

@@ -8,6 +8,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from hardlinear.harness.results import study_name_problem
 from hardlinear.harness.schemas.checker import _Checker
 from hardlinear.harness.schemas.hints import _is_number
 from hardlinear.harness.schemas.tables import SEED_LIMIT
@@ -21,6 +22,12 @@ def _check_paths_and_threads(check: _Checker, data: dict) -> None:
     test_seed = (data.get("data") or {}).get("test_seed") if isinstance(data.get("data"), dict) else None
     if _is_number(test_seed) and test_seed >= SEED_LIMIT:
         check.error(f"data.test_seed must be < 2**63 (a 64-bit generator seed); got {test_seed}")
+    for key in ("study", "experiment"):  # a study names a folder of tables and figures: one path component
+        value = data.get(key)
+        if isinstance(value, str) and (key == "study" or value):
+            problem = study_name_problem(value)
+            if problem:
+                check.error(f"{key}={value!r} {problem}".replace("e.g. study=", f"e.g. {key}="))
     for key, example in (("results_dir", "results"), ("cache_dir", "data/cache")):
         value = data.get(key)
         if isinstance(value, str):

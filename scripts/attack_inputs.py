@@ -1,0 +1,839 @@
+"""Attack every input surface with bad inputs and classify what happens (issue 29, item 10).
+
+    python scripts/attack_inputs.py              # every attack; prints the table by surface, exits 1 if any
+                                                 # outcome is unclear, silent, corrupts data or a security hole
+    python scripts/attack_inputs.py --fast       # the in-process attacks only (what tests/test_hostile_inputs.py runs)
+    python scripts/attack_inputs.py --verbose    # one line per attack with its message
+
+Surfaces: the npz problem file, an inputs file (evaluate.py --inputs), the config (overrides, validation), a
+checkpoint, a results root, a layer call, the CLIs (run.py, evaluate.py, make_tables.py). Each attack says what a
+careful user should get: a *rejection* before work whose message matches a pattern naming the field and the fix,
+or *handling* (the attack is absorbed and the result is right). Outcomes:
+
+- ``rejected``: refused before work, with an error of a clear type whose message matches;
+- ``handled``: absorbed, and the check of the result holds (the good record still loads, the bad one reported);
+- ``unclear``: an error, but of a raw type (IndexError, a torch RuntimeError, RecursionError) or not naming it;
+- ``silent``: accepted where it should have been refused, or absorbed without a word;
+- ``corrupts``: data lost or mixed (a record replaced, an output half-overwritten, the test set served as validation);
+- ``security``: a file written or truncated by a crafted input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTCOMES = ("rejected", "handled", "unclear", "silent", "corrupts", "security")
+BAD_OUTCOMES = ("unclear", "silent", "corrupts", "security")
+CLEAR_TYPES: tuple[type, ...] = (ValueError, TypeError, FileNotFoundError, FileExistsError, PermissionError)
+
+
+class CLIRefused(Exception):
+    """A command line that ended with a non-zero status and no traceback; its message is the stderr."""
+
+
+class Verdict(Exception):
+    """Raised by an attack's own check: the outcome it found (``silent``, ``corrupts``, ``security``) and why."""
+
+    def __init__(self, outcome: str, why: str) -> None:
+        super().__init__(why)
+        self.outcome = outcome
+
+
+@dataclass
+class Attack:
+    surface: str
+    name: str
+    run: Callable[[Path], Any]
+    expect: str = "reject"  # or "handle"
+    pattern: str = ""
+    slow: bool = False
+
+
+ATTACKS: list[Attack] = []
+
+
+def attack(surface: str, name: str, expect: str = "reject", pattern: str = "", slow: bool = False):
+    def register(fn):
+        ATTACKS.append(Attack(surface, name, fn, expect, pattern, slow))
+        return fn
+
+    return register
+
+
+def classify(a: Attack, work: Path) -> tuple[str, str]:
+    """``(outcome, message)`` of one attack run in the empty folder ``work``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            a.run(work)
+        except Verdict as v:
+            return v.outcome, str(v)
+        except CLIRefused as err:
+            text = str(err)
+            if "Traceback" in text:
+                return "unclear", text.strip().splitlines()[-1][:200]
+            return ("rejected" if re.search(a.pattern, text) else "unclear"), text.strip()[:300]
+        except Exception as err:  # noqa: BLE001 - classifying every outcome is the point
+            text = f"{type(err).__name__}: {err}"
+            clear = isinstance(err, _clear_types()) and re.search(a.pattern, str(err), re.S) and a.expect == "reject"
+            return ("rejected" if clear else "unclear"), text[:300]
+    return ("handled", "") if a.expect == "handle" else ("silent", "accepted without an error")
+
+
+def _clear_types() -> tuple[type, ...]:
+    from hardlinear.harness.checkpoint import CheckpointError
+    from hardlinear.harness.results import BadRecord
+    from hardlinear.harness.schemas import ConfigError
+
+    return (*CLEAR_TYPES, CheckpointError, ConfigError, BadRecord)
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HYDRA_FULL_ERROR": ""}
+
+
+def _cli(args: list[str], timeout: int = 600) -> str:
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(), timeout=timeout, cwd=ROOT)
+    if out.returncode != 0:
+        raise CLIRefused(out.stderr or out.stdout)
+    return out.stdout
+
+
+def _problem_file(work: Path, **arrays) -> Path:
+    base = {"c": np.ones(2), "H": np.array([[1.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]), "h0": np.array([4.0, 0.0, 0.0]),
+            "Hx": np.array([[1.0], [0.0], [0.0]]), "lo": np.zeros(1), "hi": np.ones(1)}
+    base.update(arrays)
+    path = work / "p.npz"
+    np.savez(path, **{k: v for k, v in base.items() if v is not None})
+    return path
+
+
+def _build(path) -> Any:
+    from hardlinear.problems import build_problem
+
+    return build_problem("linear", path=str(path))
+
+
+# --- surface: the npz problem file -----------------------------------------------------------------------------
+@attack("npz problem file", "file missing", pattern="not found; pass problem.path")
+def _(w):
+    _build(w / "absent.npz")
+
+
+@attack("npz problem file", "a directory", pattern="not a regular file")
+def _(w):
+    _build(w)
+
+
+@attack("npz problem file", "/dev/zero", pattern="not a regular file")
+def _(w):
+    _build("/dev/zero")
+
+
+@attack("npz problem file", "text named .npz", pattern="cannot be read as .npz")
+def _(w):
+    (w / "t.npz").write_text("c = 1, 2")
+    _build(w / "t.npz")
+
+
+@attack("npz problem file", "pickled object array", pattern="cannot be read as .npz")
+def _(w):
+    np.savez(w / "o.npz", c=np.array([{"a": 1}], dtype=object), lo=np.zeros(1), hi=np.ones(1))
+    _build(w / "o.npz")
+
+
+@attack("npz problem file", "one .npy array under .npz", pattern="cannot be read as .npz|one array")
+def _(w):
+    np.save(w / "a.npy", np.ones(3))
+    shutil.move(w / "a.npy", w / "a.npz")
+    _build(w / "a.npz")
+
+
+@attack("npz problem file", "CSR indices beyond the shape", pattern="sparse H .* inconsistent")
+def _(w):
+    path = _problem_file(w, H=None, h0=None, Hx=None, H_data=np.ones(2), H_indices=np.array([0, 7]), H_indptr=np.array([0, 1, 2]), H_shape=np.array([2, 2]))
+    _build(path)
+
+
+@attack("npz problem file", "CSR indptr too short", pattern="sparse H .* inconsistent")
+def _(w):
+    path = _problem_file(w, H=None, h0=None, Hx=None, H_data=np.ones(2), H_indices=np.array([0, 1]), H_indptr=np.array([0, 2]), H_shape=np.array([2, 2]))
+    _build(path)
+
+
+@attack("npz problem file", "CSR part missing", pattern="needs all of")
+def _(w):
+    path = _problem_file(w, H=None, h0=None, Hx=None, H_data=np.ones(2), H_indices=np.array([0, 1]), H_shape=np.array([2, 2]))
+    _build(path)
+
+
+@attack("npz problem file", "non-PSD Q", pattern="positive semidefinite")
+def _(w):
+    _build(_problem_file(w, Q=np.array([[1.0, 0.0], [0.0, -1.0]])))
+
+
+@attack("npz problem file", "asymmetric Q", pattern="symmetric")
+def _(w):
+    _build(_problem_file(w, Q=np.array([[1.0, 2.0], [0.0, 1.0]])))
+
+
+@attack("npz problem file", "NaN in c", pattern="non-finite")
+def _(w):
+    _build(_problem_file(w, c=np.array([1.0, np.nan])))
+
+
+@attack("npz problem file", "c missing", pattern="c .*required")
+def _(w):
+    _build(_problem_file(w, c=None))
+
+
+@attack("npz problem file", "unknown key", pattern="unknown keys")
+def _(w):
+    _build(_problem_file(w, cost=np.ones(2)))
+
+
+@attack("npz problem file", "H with the wrong column count", pattern="H .*must have shape")
+def _(w):
+    _build(_problem_file(w, H=np.ones((3, 5))))
+
+
+@attack("npz problem file", "Hx without H", pattern="Hx is given but H is not")
+def _(w):
+    _build(_problem_file(w, H=None, h0=None))
+
+
+@attack("npz problem file", "lo above hi", pattern="lo|hi")
+def _(w):
+    _build(_problem_file(w, lo=np.ones(1), hi=np.zeros(1)))
+
+
+@attack("npz problem file", "empty lo/hi", pattern="at least one input|empty|shape")
+def _(w):
+    _build(_problem_file(w, lo=np.zeros(0), hi=np.zeros(0), Hx=np.zeros((3, 0))))
+
+
+@attack("npz problem file", "200,000 inputs", pattern="too large for this machine")
+def _(w):
+    k = 200_000
+    _build(_problem_file(w, Hx=np.full((3, k), 1e-6), lo=np.zeros(k), hi=np.ones(k)))
+
+
+@attack("npz problem file", "val_inputs outside the box", pattern="outside the input box")
+def _(w):
+    _build(_problem_file(w, val_inputs=np.array([[2.0]])))
+
+
+@attack("npz problem file", "val_inputs with no rows", pattern=r"N >= 1")
+def _(w):
+    _build(_problem_file(w, val_inputs=np.zeros((0, 1))))
+
+
+# --- surface: an inputs file (evaluate.py --inputs) -------------------------------------------------------------
+def _inputs(path) -> Any:
+    from hardlinear.harness.reevaluate import read_inputs
+
+    return read_inputs(path, 3)
+
+
+@attack("inputs file", "(0, k) array", pattern="no rows")
+def _(w):
+    np.save(w / "x.npy", np.zeros((0, 3)))
+    _inputs(w / "x.npy")
+
+
+@attack("inputs file", "wrong k", pattern=r"shape \(N, 3\)")
+def _(w):
+    np.save(w / "x.npy", np.zeros((4, 2)))
+    _inputs(w / "x.npy")
+
+
+@attack("inputs file", "1-D array", pattern=r"shape \(N, 3\)")
+def _(w):
+    np.save(w / "x.npy", np.zeros(3))
+    _inputs(w / "x.npy")
+
+
+@attack("inputs file", "NaN", pattern="NaN or inf")
+def _(w):
+    np.save(w / "x.npy", np.full((2, 3), np.nan))
+    _inputs(w / "x.npy")
+
+
+@attack("inputs file", "strings", pattern="not real numbers")
+def _(w):
+    np.save(w / "x.npy", np.array([["a", "b", "c"]]))
+    _inputs(w / "x.npy")
+
+
+@attack("inputs file", "complex numbers", pattern="not real numbers")
+def _(w):
+    np.save(w / "x.npy", np.ones((2, 3), dtype=complex))
+    _inputs(w / "x.npy")
+
+
+@attack("inputs file", "a directory", pattern="not a regular file")
+def _(w):
+    (w / "d.npy").mkdir()
+    _inputs(w / "d.npy")
+
+
+@attack("inputs file", "symlink to /dev/zero", pattern="not a regular file")
+def _(w):
+    os.symlink("/dev/zero", w / "z.npy")
+    _inputs(w / "z.npy")
+
+
+@attack("inputs file", "garbage .npy", pattern="cannot be read as .npy")
+def _(w):
+    (w / "g.npy").write_bytes(b"\x93NUMPY garbage")
+    _inputs(w / "g.npy")
+
+
+@attack("inputs file", "truncated .npz", pattern="cannot be read as .npz")
+def _(w):
+    np.savez(w / "t.npz", xi=np.ones((5, 3)))
+    data = (w / "t.npz").read_bytes()
+    (w / "t.npz").write_bytes(data[: len(data) // 2])
+    _inputs(w / "t.npz")
+
+
+@attack("inputs file", ".npz without xi", pattern="no array 'xi'")
+def _(w):
+    np.savez(w / "n.npz", inputs=np.ones((5, 3)))
+    _inputs(w / "n.npz")
+
+
+@attack("inputs file", "text in a .csv", pattern="cannot be read as .csv")
+def _(w):
+    (w / "c.csv").write_text("1,2,three\n")
+    _inputs(w / "c.csv")
+
+
+@attack("inputs file", "wrong suffix", pattern="must be .npy, .npz")
+def _(w):
+    (w / "x.txt").write_text("1,2,3\n")
+    _inputs(w / "x.txt")
+
+
+@attack("inputs file", "file missing", pattern="not found")
+def _(w):
+    _inputs(w / "absent.npy")
+
+
+# --- surface: the config ------------------------------------------------------------------------------------------
+def _validate(*overrides: str, merge: dict | None = None) -> None:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from hardlinear.harness.schemas import validate_config
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    if merge:
+        cfg = OmegaConf.merge(cfg, merge)
+    validate_config(cfg)
+
+
+for _name, _override, _pattern in (
+    ("study escaping with ..", "study=../../x", "study=.*must be one folder name"),
+    ("study absolute", "study=/tmp/abs", "study=.*must be one folder name"),
+    ("study with a separator", "study=a/b", "study=.*must be one folder name"),
+    ("study empty", "study=''", "study=.*is empty"),
+    ("negative epochs", "trainer.epochs=-1", "trainer.epochs"),
+    ("text epochs", "trainer.epochs=abc", "trainer.epochs"),
+    ("negative seed", "seed=-1", "seed"),
+    ("seed beyond 64 bits", "seed=18446744073709551616", "seed"),
+    ("float16 dtype", "dtype=float16", "dtype"),
+    ("uncertainty out of (0, 1)", "problem.uncertainty=2", "problem.uncertainty"),
+    ("negative penalty", "method=dc3 method.penalty=-5", "penalty"),
+    ("zero validation size", "data.val_size=0", "data.val_size"),
+    ("zero threads", "threads=0", "threads"),
+    ("unknown device", "device=tpu", "device"),
+    ("unknown key", "+problem.foo=1", "foo"),
+):
+    def _make(override: str):
+        return lambda w: _validate("problem=dcopf_14", *override.split())
+
+    ATTACKS.append(Attack("config", _name, _make(_override), "reject", _pattern))
+
+
+@attack("config", "experiment escaping (experiment configs set it)", pattern="experiment=.*must be one folder name")
+def _(w):
+    _validate("problem=dcopf_14", merge={"experiment": "../up"})
+
+
+@attack("config", "results_dir is a file", pattern="results_dir=.*is a file")
+def _(w):
+    (w / "f").write_text("")
+    _validate("problem=dcopf_14", f"results_dir={w / 'f'}")
+
+
+@attack("config", "cache_dir is a file", pattern="cache_dir=.*is a file")
+def _(w):
+    (w / "f").write_text("")
+    _validate("problem=dcopf_14", f"cache_dir={w / 'f'}")
+
+
+@attack("config", "hydra.run.dir is a file (run.py)", pattern=r"^error: hydra.run.dir=.*is a file", slow=True)
+def _(w):
+    (w / "f").write_text("")
+    _cli(["run.py", "problem=dcopf_14", f"hydra.run.dir={w / 'f'}"])
+
+
+@attack("config", "misspelt key (run.py)", pattern=r"error: .*trainer.epoch", slow=True)
+def _(w):
+    _cli(["run.py", "problem=dcopf_14", "trainer.epoch=3"])
+
+
+@attack("config", "full disk before the run (run.py)", pattern=r"^error: no space to start a run", slow=True)
+def _(w):
+    # a folder whose file system has too little space: simulated by asking for more than any disk has
+    code = (
+        "import sys, runpy; import hardlinear.harness.outputs as o; o.MIN_FREE_BYTES = 2**62; "
+        f"sys.argv = ['run.py', 'problem=dcopf_14', 'hydra.run.dir={w / 'run'}']; runpy.run_path('run.py', run_name='__main__')"
+    )
+    _cli(["-c", code])
+
+
+# --- surface: a checkpoint --------------------------------------------------------------------------------------
+def _plant(run: Path, config: Any, probe: Any = None, fmt: int = 1) -> Path:
+    import torch
+
+    run.mkdir(parents=True, exist_ok=True)
+    torch.save({"format": fmt, "method": "x", "config": config, "state_dict": {}, "probe": probe}, run / "checkpoint.pt")
+    return run
+
+
+def _load(run: Path) -> Any:
+    from hardlinear.harness.checkpoint import load_run
+
+    return load_run(run)
+
+
+PROBLEM = {"name": "dcopf", "case": "pglib_opf_case14_ieee"}
+
+
+@attack("checkpoint", "numpy.savetxt writes a script", pattern="refused to load")
+def _(w):
+    script = w / "evil.sh"
+    try:
+        _load(_plant(w / "run", {"problem": PROBLEM, "method": {"_target_": "numpy.savetxt", "_args_": [str(script), [0.0]], "header": "echo pwned", "comments": ""}}))
+    finally:
+        if script.exists():
+            raise Verdict("security", f"{script} was written by the checkpoint")
+
+
+@attack("checkpoint", "builtins.open truncates a file", pattern="refused to load")
+def _(w):
+    victim = w / "precious"
+    victim.write_text("keep")
+    try:
+        _load(_plant(w / "run", {"problem": PROBLEM, "method": {"_target_": "builtins.open", "file": str(victim), "mode": "w"}}))
+    finally:
+        if victim.read_text() != "keep":
+            raise Verdict("security", f"{victim} was truncated by the checkpoint")
+
+
+@attack("checkpoint", "nested _target_ in a method option", pattern="refused to load")
+def _(w):
+    victim = w / "precious"
+    victim.write_text("keep")
+    method = {"_target_": "hardlinear.methods.proposed.Proposed", "gradient": {"_target_": "builtins.open", "file": str(victim), "mode": "w"}}
+    try:
+        _load(_plant(w / "run", {"problem": PROBLEM, "method": method}))
+    finally:
+        if victim.read_text() != "keep":
+            raise Verdict("security", f"{victim} was truncated by the checkpoint")
+
+
+@attack("checkpoint", "_partial_ on our method", pattern="refused to load")
+def _(w):
+    _load(_plant(w / "run", {"problem": PROBLEM, "method": {"_target_": "hardlinear.methods.ldr.LDR", "_partial_": True}}))
+
+
+@attack("checkpoint", "interpolation reading the environment", pattern="no usable probe|refused")
+def _(w):
+    _load(_plant(w / "run", {"problem": PROBLEM, "method": {"_target_": "hardlinear.methods.ldr.LDR", "name": "${oc.env:HOME}"}}))
+
+
+@attack("checkpoint", "config not a mapping", pattern="no 'method' section")
+def _(w):
+    _load(_plant(w / "run", ["not", "a", "config"]))
+
+
+@attack("checkpoint", "config nested 200 deep", pattern="nests deeper")
+def _(w):
+    deep: dict = {}  # torch.save itself cannot write ~500 levels
+    node = deep
+    for _ in range(200):
+        node["x"] = {}
+        node = node["x"]
+    _load(_plant(w / "run", {"problem": PROBLEM, "method": {"_target_": "hardlinear.methods.ldr.LDR"}, "x": deep}))
+
+
+@attack("checkpoint", "probe deleted", pattern="no usable probe")
+def _(w):
+    _load(_plant(w / "run", {"problem": PROBLEM, "method": {"_target_": "hardlinear.methods.ldr.LDR"}}))
+
+
+@attack("checkpoint", "pickle with a reduce to os.system", pattern="cannot be read")
+def _(w):
+    import pickle
+
+    marker = w / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    (w / "run").mkdir()
+    (w / "run" / "checkpoint.pt").write_bytes(pickle.dumps({"format": 1, "x": Evil()}))
+    try:
+        _load(w / "run")
+    finally:
+        if marker.exists():
+            raise Verdict("security", "the checkpoint ran a shell command")
+
+
+@attack("checkpoint", "garbage bytes", pattern="cannot be read")
+def _(w):
+    (w / "run").mkdir()
+    (w / "run" / "checkpoint.pt").write_bytes(os.urandom(1000))
+    _load(w / "run")
+
+
+@attack("checkpoint", "wrong format version", pattern="not a hardlinear checkpoint")
+def _(w):
+    _load(_plant(w / "run", {}, fmt=99))
+
+
+@attack("checkpoint", "no checkpoint", pattern="no saved model")
+def _(w):
+    _load(w)
+
+
+# --- surface: a results root ------------------------------------------------------------------------------------
+def _good_record(root: Path) -> Path:
+    from hardlinear.harness import results
+
+    return results.write_record(root / "good", {
+        "identity": "abc", "study": "s", "status": "ok", "config": {"seed": 0},
+        "row": {"problem": "p", "method": "m", "timestamp": "2026-01-01T00:00:00Z"},
+    })
+
+
+def _signed(body: dict) -> str:
+    from hardlinear.harness import results
+
+    body = {"schema": results.RECORD_SCHEMA, "results_version": results.RESULTS_VERSION, "reason": "", "provenance": {}, **body}
+    body["checksum"] = results._checksum(body)
+    return json.dumps(body)
+
+
+def _root_attack(make: Callable[[Path], None]) -> Callable[[Path], None]:
+    """Plant one bad entry beside a good record; handled when the good record loads, the bad entry is reported by
+    path, and the resume check (``find_recorded``) goes on."""
+
+    def run(w: Path) -> None:
+        from hardlinear.harness import results
+
+        root = w / "results"
+        good = _good_record(root)
+        bad_dir = root / "bad"
+        bad_dir.mkdir(parents=True)
+        make(bad_dir)
+        df = results.load_records([root], quiet=True)
+        if list(df["record"]) != [str(good)]:
+            raise Verdict("corrupts", f"the table holds {list(df['record'])}, not just the good record")
+        if not any(str(bad_dir) in line for line in df.attrs["unreadable"]):
+            raise Verdict("silent", "the bad entry was skipped without a word")
+        results.find_recorded(root, "abc")
+
+    return run
+
+
+_BASE = {"identity": "x", "study": "s", "status": "ok", "row": {}, "config": {}}
+for _name, _make in (
+    ("JSON nested 100,000 deep", lambda d: (d / "record.json").write_text("[" * 100_000 + "]" * 100_000)),
+    ("config a string (valid checksum)", lambda d: (d / "record.json").write_text(_signed({**_BASE, "config": "oops"}))),
+    ("row a list (valid checksum)", lambda d: (d / "record.json").write_text(_signed({**_BASE, "row": [1]}))),
+    ("study a list (valid checksum)", lambda d: (d / "record.json").write_text(_signed({**_BASE, "study": ["a"]}))),
+    ("study ../../x (valid checksum)", lambda d: (d / "record.json").write_text(_signed({**_BASE, "study": "../../x"}))),
+    ("checksum edited", lambda d: (d / "record.json").write_text(_signed(_BASE).replace('"ok"', '"failed"'))),
+    ("not JSON", lambda d: (d / "record.json").write_bytes(b"\xff\xfe garbage")),
+    ("symlink loop", lambda d: os.symlink(d / "record.json", d / "record.json")),
+    ("dangling symlink", lambda d: os.symlink(d / "nowhere", d / "record.json")),
+    ("directory named record.json", lambda d: (d / "record.json").mkdir()),
+    ("FIFO named record.json", lambda d: os.mkfifo(d / "record.json")),
+    ("symlink to /dev/zero", lambda d: os.symlink("/dev/zero", d / "record.json")),
+    ("1 GB sparse file", lambda d: os.truncate(open(d / "record.json", "wb").name, 2**30)),  # noqa: SIM115
+):
+    ATTACKS.append(Attack("results root", _name, _root_attack(_make), "handle"))
+
+
+@attack("results root", "directory that cannot be listed", expect="handle")
+def _(w):
+    from hardlinear.harness import results
+
+    root = w / "results"
+    _good_record(root)
+    hidden = root / "hidden"
+    hidden.mkdir()
+    real = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == hidden:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    os.scandir = scandir  # what chmod 000 does for a user other than root
+    try:
+        df = results.load_records([root], quiet=True)
+    finally:
+        os.scandir = real
+    if not any(str(hidden) in line for line in df.attrs["unreadable"]):
+        raise Verdict("silent", "the unreadable directory was skipped without a word")
+
+
+@attack("results root", "two writers of one record at once", expect="handle")
+def _(w):
+    from hardlinear.harness import results
+
+    for attempt in range(20):
+        run_dir = w / f"r{attempt}"
+        barrier, errors = threading.Barrier(2), []
+
+        def write(lr, run_dir=run_dir, barrier=barrier, errors=errors):
+            barrier.wait()
+            try:
+                results.write_record(run_dir, {"identity": "i", "study": "s", "status": "ok", "config": {"lr": lr}, "row": {}})
+            except FileExistsError as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=write, args=(lr,)) for lr in (1, 2)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        kept = list(run_dir.glob("record.conflict-*.json"))
+        if len(errors) != 1 or len(kept) != 1:
+            raise Verdict("corrupts", f"attempt {attempt}: {2 - len(errors)} writers succeeded; one record replaced the other")
+
+
+@attack("results root", "test split copied over the validation cache", expect="handle")
+def _(w):
+    import torch
+
+    from hardlinear.data import build_dataset
+    from hardlinear.problems import build_problem
+
+    p = build_problem("portfolio")
+    val = build_dataset(p, "val", 4, seed=0, cache_dir=w, progress=False)
+    build_dataset(p, "test", 4, seed=0, cache_dir=w, progress=False)
+    shutil.copyfile(next(w.glob("*-test-*.npz")), next(w.glob("*-val-*.npz")))
+    again = build_dataset(p, "val", 4, seed=0, cache_dir=w, progress=False)
+    if again.from_cache or not torch.equal(again.xi, val.xi):
+        raise Verdict("corrupts", "the test set was served as the validation set")
+
+
+@attack("results root", "make tables with --study ../../x", pattern="--study .*must be one folder name", slow=True)
+def _(w):
+    _good_record(w / "results")
+    try:
+        _cli(["scripts/make_tables.py", "--results", str(w / "results"), "--study", "../../x", "--out", str(w / "a" / "b" / "t")])
+    finally:
+        if (w / "x").exists():
+            raise Verdict("corrupts", "tables were written outside the output folder")
+
+
+# --- surface: a layer call ----------------------------------------------------------------------------------------
+_LAYER: dict[str, Any] = {}
+
+
+def _layer(cache: Path):
+    if "layer" not in _LAYER:
+        from hardlinear.api import feasibility_layer
+        from hardlinear.problems import build_problem
+
+        problem = build_problem("dcopf_14")
+        _LAYER.update(layer=feasibility_layer(problem, cache_dir=cache, progress=False), problem=problem)
+    return _LAYER["layer"], _LAYER["problem"]
+
+
+def _xi_y(w: Path, rows: int = 4):
+    import torch
+
+    layer, problem = _layer(w)
+    xi = problem.sample(rows, generator=torch.Generator().manual_seed(0)).double()
+    return layer, xi, torch.zeros(rows, layer.n, dtype=torch.float64)
+
+
+@attack("layer call", "batch mismatch", pattern="rows")
+def _(w):
+    layer, xi, y = _xi_y(w)
+    layer(xi, y[:3])
+
+
+@attack("layer call", "numpy arrays", pattern="torch.Tensor")
+def _(w):
+    layer, xi, y = _xi_y(w)
+    layer(xi.numpy(), y.numpy())
+
+
+@attack("layer call", "integer tensors", pattern="floating")
+def _(w):
+    layer, xi, y = _xi_y(w)
+    layer(xi.long(), y.long())
+
+
+@attack("layer call", "wrong input width", pattern=r"expected xi \(B, \d+\)")
+def _(w):
+    layer, xi, y = _xi_y(w)
+    layer(xi[:, :3], y)
+
+
+@attack("layer call", "1-D inputs", pattern=r"expected xi")
+def _(w):
+    layer, xi, y = _xi_y(w)
+    layer(xi[0], y[0])
+
+
+@attack("layer call", "empty batch", expect="handle")
+def _(w):
+    layer, xi, y = _xi_y(w)
+    out = layer(xi[:0], y[:0])
+    if tuple(out.shape) != (0, layer.n):
+        raise Verdict("silent", f"an empty batch gave shape {tuple(out.shape)}")
+
+
+@attack("layer call", "NaN and inf task outputs", expect="handle")
+def _(w):
+    import torch
+
+    layer, xi, y = _xi_y(w)
+    y[0, 0], y[1, :] = float("nan"), float("inf")
+    out = layer(xi, y)
+    if not torch.isfinite(out).all():
+        raise Verdict("silent", "non-finite outputs passed through the layer")
+
+
+# --- surface: evaluate.py -------------------------------------------------------------------------------------------
+_RUN: dict[str, Path] = {}
+
+
+def _finished_run(w: Path) -> Path:
+    """One finished dcopf_14 run of the decision rule alone (made once per process, seconds)."""
+    if "run" not in _RUN:
+        from hydra import compose, initialize_config_dir
+
+        from hardlinear.harness import runner
+
+        work = Path(tempfile.mkdtemp(prefix="attack-run-"))
+        overrides = ["problem=dcopf_14", "method=ldr", "trainer=fast", "progress=false", "data.val_size=5", "data.test_size=5",
+                     "eval.throughput_batch=8", "eval.warmup=0", "eval.time_instances=2", f"cache_dir={work / 'cache'}",
+                     f"results_dir={work / 'results'}"]
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+        runner.run(cfg, work / "run")
+        _RUN["run"] = work / "run"
+    return _RUN["run"]
+
+
+@attack("evaluate.py", "(0, k) inputs file", pattern="no rows", slow=True)
+def _(w):
+    np.save(w / "x.npy", np.zeros((0, 14)))
+    _cli(["evaluate.py", str(_finished_run(w)), "--inputs", str(w / "x.npy"), "--out", str(w / "o")])
+
+
+@attack("evaluate.py", "existing --out", pattern="--out .* exists", slow=True)
+def _(w):
+    out = w / "o"
+    out.mkdir()
+    (out / "metrics.json").write_text("mine")
+    try:
+        _cli(["evaluate.py", str(_finished_run(w)), "--out", str(out), "--test-size", "3"])
+    finally:
+        if (out / "metrics.json").read_text() != "mine":
+            raise Verdict("corrupts", "an existing --out was overwritten")
+
+
+@attack("evaluate.py", "not a run directory", pattern="no saved model", slow=True)
+def _(w):
+    _cli(["evaluate.py", str(w)])
+
+
+@attack("evaluate.py", "--study ../x", pattern="--study .*must be one folder name", slow=True)
+def _(w):
+    _cli(["evaluate.py", str(_finished_run(w)), "--study", "../x", "--out", str(w / "o")])
+
+
+@attack("evaluate.py", "probe deleted", pattern="no usable probe.*--allow-missing-probe", slow=True)
+def _(w):
+    import torch
+
+    copy = w / "run"
+    shutil.copytree(_finished_run(w), copy)
+    payload = torch.load(copy / "checkpoint.pt", weights_only=True)
+    payload["probe"] = None
+    torch.save(payload, copy / "checkpoint.pt")
+    _cli(["evaluate.py", str(copy)])
+
+
+@attack("evaluate.py", "negative --test-size", pattern="--test-size must be >= 1", slow=True)
+def _(w):
+    _cli(["evaluate.py", str(w), "--test-size", "-3"])
+
+
+# --- the table ------------------------------------------------------------------------------------------------------
+def run_all(fast: bool = False, verbose: bool = False) -> dict[str, Counter]:
+    table: dict[str, Counter] = defaultdict(Counter)
+    for a in ATTACKS:
+        if fast and a.slow:
+            continue
+        with tempfile.TemporaryDirectory(prefix="attack-") as tmp:
+            outcome, message = classify(a, Path(tmp))
+        table[a.surface][outcome] += 1
+        if verbose or outcome in BAD_OUTCOMES:
+            print(f"{outcome:9s} {a.surface} / {a.name}: {message}", file=sys.stderr)
+    return table
+
+
+def markdown(table: dict[str, Counter]) -> str:
+    lines = ["| surface | tried | " + " | ".join(OUTCOMES) + " |", "|---|---:|" + "---:|" * len(OUTCOMES)]
+    total: Counter = Counter()
+    for surface, counts in table.items():
+        total.update(counts)
+        lines.append(f"| {surface} | {sum(counts.values())} | " + " | ".join(str(counts[o]) for o in OUTCOMES) + " |")
+    lines.append(f"| **all** | {sum(total.values())} | " + " | ".join(str(total[o]) for o in OUTCOMES) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fast", action="store_true", help="in-process attacks only (no subprocess CLIs)")
+    parser.add_argument("--verbose", action="store_true", help="one line per attack with its message")
+    args = parser.parse_args()
+    table = run_all(fast=args.fast, verbose=args.verbose)
+    print(markdown(table))
+    bad = sum(c[o] for c in table.values() for o in BAD_OUTCOMES)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

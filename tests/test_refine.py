@@ -72,7 +72,7 @@ def test_refined_proposed_is_exactly_feasible_for_any_task_output(small_qp, tmp_
     family = small_qp.family
     xi = torch.as_tensor(small_qp.given_inputs["test"], dtype=torch.float64)
     g = xi.new_tensor(family.B_eq) @ torch.cat([torch.ones(len(xi), 1, dtype=torch.float64), xi], dim=1).T
-    for refine, steps in [("dr", 2), ("dr", 30), ("hardnet", 1)]:
+    for refine, steps in [("dr", 2), ("dr", 30), ("pinet", 5), ("hardnet", 1)]:
         method = _method(small_qp, tmp_path, refine=refine, refine_steps=steps).eval()
         net = method.net
         for kind in ("random", "scaled", "inf", "nan"):
@@ -86,14 +86,14 @@ def test_refined_proposed_is_exactly_feasible_for_any_task_output(small_qp, tmp_
             # ~eps (||H_i||_1 ||y||_inf + |h_i|) (the layer's documented guarantee); dr's margin keeps them inside
             H_norm = float(np.abs(family.H.toarray()).sum(axis=1).max())
             rounding = 16 * np.finfo(np.float64).eps * (1.0 + H_norm * y.abs().amax(dim=1) + 10.0)
-            limit = torch.zeros_like(ineq) if refine == "dr" else rounding
+            limit = rounding if refine == "hardnet" else torch.zeros_like(ineq)
             assert (ineq <= limit).all(), (refine, steps, kind, float(ineq.max()))
             eq = family.eq_resid(xi, y).norm(dim=1) / (1.0 + g.T.norm(dim=1))
             # equalities: 1e-12 relative; hardnet's tamed hostile rows sit at its cap (||y|| ~ 1e5): relative to that
-            eq_limit = 1e-12 if refine == "dr" else 1e-12 * (1.0 + y.abs().amax(dim=1))
+            eq_limit = 1e-12 * (1.0 + y.abs().amax(dim=1)) if refine == "hardnet" else 1e-12
             assert (eq <= eq_limit).all(), (refine, kind, float(eq.max()))
             if kind in ("inf", "nan"):  # counted: by the layer (dr passes NaN on), or by HardNet's own taming
-                stats = method.layer.last_stats if refine == "dr" else method.refiner.correction.last_stats
+                stats = method.refiner.correction.last_stats if refine == "hardnet" else method.layer.last_stats
                 assert stats["nonfinite"].all(), (refine, kind)
         method.net = net
 
@@ -133,11 +133,15 @@ def test_refinement_not_applicable_where_g_depends_on_the_input(tmp_path):
     portfolio = build_problem("portfolio")  # standard form: G(x)
     with pytest.raises(NotApplicable, match="refine=dr works in the null-space coordinates"):
         build_refinement("dr", portfolio.family, 5)
+    with pytest.raises(NotApplicable, match="refine=pinet needs constant equality and inequality rows"):
+        build_refinement("pinet", portfolio.family, 5)
 
 
-def test_refined_proposed_trains_end_to_end(small_qp, tmp_path):
-    """The gradient flows through the unrolled steps and the blend: Adam on the objective lowers it."""
-    method = _method(small_qp, tmp_path, refine="dr", refine_steps=10).train()
+@pytest.mark.parametrize("refine", ["dr", "pinet"])
+def test_refined_proposed_trains_end_to_end(small_qp, tmp_path, refine):
+    """The gradient flows through the DR steps (unrolled, or Pinet's implicit backward) and the blend: Adam on
+    the objective lowers it."""
+    method = _method(small_qp, tmp_path, refine=refine, refine_steps=10).train()
     xi = torch.as_tensor(small_qp.given_inputs["train"][:128], dtype=torch.float64)
     opt = torch.optim.Adam(method.net.parameters(), lr=1e-2)
     losses = []

@@ -23,6 +23,10 @@ only the refinement's residual, exactly.
   scaling; default 1e-9): a converged point on a face would otherwise sit on the bound to rounding, the blend
   (which moves only rows its own evaluation sees violated) would leave it, and another evaluation order of
   ``H y - h`` could read +1e-16 there.
+* ``pinet``: the same splitting as Pinet runs it, by :class:`~hardlinear.layers.douglas_rachford.DouglasRachfordProjection`
+  (issue 28's Pinet module): in the full space ``z = (y, H y)``, Ruiz-equilibrated (Pinet's DC3 settings: 25
+  iterations, tol 1e-3), started at ``0``, with Pinet's implicit backward pass (BiCGSTAB, 25 iterations) instead
+  of unrolling. The same ``margin`` on the inequality bounds.
 * ``hardnet``: HardNet-Aff's closed-form correction (:mod:`hardlinear.layers.peers.hardnet`): one step, only
   where the inequality rows on the free variables have full row rank. Its corrected rows sit on their bounds
   (no margin), so a float64 evaluation may read them ~1e-16 over (the rounding of the evaluation itself).
@@ -42,7 +46,7 @@ from hardlinear.errors import NotApplicable
 from hardlinear.layers.equality import Float64Constants
 from hardlinear.layers.peers.reduced import ReducedInequalities
 
-REFINEMENTS = ("none", "dr", "hardnet")
+REFINEMENTS = ("none", "dr", "pinet", "hardnet")
 
 
 class DouglasRachford(nn.Module):
@@ -108,6 +112,40 @@ class DouglasRachford(nn.Module):
         return red.lift_back(c, u)
 
 
+class PinetRefinement(nn.Module):
+    """``forward(xi, y) -> (B, n)``: ``steps`` (``eval_steps`` in eval mode) iterations of Pinet's DR projection."""
+
+    def __init__(
+        self, family: ConstraintFamily, steps: int, eval_steps: int | None = None, sigma: float = 1.0,
+        omega: float = 1.7, margin: float = 1e-9,
+    ) -> None:
+        super().__init__()
+        from hardlinear.layers.douglas_rachford import DouglasRachfordProjection, RuizSettings
+        from hardlinear.layers.equality import constant_lhs
+
+        G = constant_lhs(family, "G") if family.m_eq else np.zeros((0, family.n))
+        H = constant_lhs(family, "H") if family.m_ineq else np.zeros((0, family.n))
+        if G is None or H is None:
+            raise NotApplicable("refine=pinet needs constant equality and inequality rows (Pinet's var_A is not offered)")
+        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
+        self.margin = float(margin)
+        self.projection = DouglasRachfordProjection(
+            G, H, ruiz=RuizSettings(max_iter=25, tol=1e-3), sigma=sigma, omega=omega, backward="implicit", n_iter_bwd=25
+        )
+        self.consts = Float64Constants(B_eq_T=np.asarray(family.B_eq, dtype=np.float64).T,
+                                       B_ineq_T=np.asarray(family.B_ineq, dtype=np.float64).T)
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        from hardlinear.constraints import lift
+
+        B_eq_T, B_ineq_T = self.consts.get(("B_eq_T", "B_ineq_T"), y)
+        x = lift(xi.to(y.dtype))
+        h = x @ B_ineq_T
+        out, _ = self.projection(y, x @ B_eq_T, h - self.margin * (1.0 + h.abs()),
+                                 n_iter=self.steps if self.training else self.eval_steps)
+        return out
+
+
 class HardNetRefinement(nn.Module):
     """``forward(xi, y) -> (B, n)``: HardNet-Aff's correction of ``y``'s free coordinates."""
 
@@ -134,4 +172,6 @@ def build_refinement(
         return None
     if kind == "dr":
         return DouglasRachford(family, steps, eval_steps, sigma, omega)
+    if kind == "pinet":
+        return PinetRefinement(family, steps, eval_steps, sigma, omega)
     return HardNetRefinement(family)

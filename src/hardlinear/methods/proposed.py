@@ -20,7 +20,7 @@ with the unfused layer's to ~1e-13 relative in float64 (tests/test_fused.py).
 ``refine`` (issue 28): a differentiable refinement of the task output *before* the equality projection and the
 blend (:mod:`hardlinear.layers.refine`): ``none`` (the paper), ``dr`` (``refine_steps`` Douglas-Rachford steps
 towards the projection onto ``C(x)``, ``refine_eval_steps`` at inference; step ``refine_sigma``, relaxation
-``refine_omega``) or ``hardnet`` (HardNet-Aff's closed-form correction). The blend still makes every output
+``refine_omega``), ``pinet`` (the same with Pinet's module: full space, Ruiz, implicit backward) or ``hardnet`` (HardNet-Aff's closed-form correction). The blend still makes every output
 exactly feasible, so the guarantee is the layer's whatever the refinement does (NaN, overflow, too few steps);
 ``alpha`` is left only the refinement's residual. Where a refinement does not apply (an input-dependent ``G`` or
 ``H``; HardNet's rank condition) ``setup`` raises NotApplicable. The fused path does not include a refinement:
@@ -202,9 +202,9 @@ class Proposed(Method):
 
     def describe(self) -> dict[str, str]:
         parts = [] if self.gradient == "argmax" else [f"gradient={self.gradient}"]
-        if self.refine == "dr":
+        if self.refine in ("dr", "pinet"):
             steps = self.refine_steps if self.refine_eval_steps is None else f"{self.refine_steps}/{self.refine_eval_steps}"
-            parts.append(f"refine=dr({steps} steps, sigma={self.refine_sigma:g})")
+            parts.append(f"refine={self.refine}({steps} steps, sigma={self.refine_sigma:g})")
         elif self.refine != "none":
             parts.append(f"refine={self.refine}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))

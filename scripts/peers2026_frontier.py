@@ -55,7 +55,7 @@ def summarise(rows: list[dict], problems: tuple[str, ...]) -> list[dict]:
             "ineq_worst": max(r["test/ineq_viol_worst"] for r in rs),
             "eq_worst": max(r["test/eq_viol_worst"] for r in rs),
             "train_s": statistics.fmean(r["train/time_s"] for r in rs),
-            "train_epochs": statistics.fmean(r.get("train/epochs") or 0.0 for r in rs),
+            "train_epochs": statistics.fmean(e) if (e := [r["train/epochs"] for r in rs if r.get("train/epochs")]) else None,
         })
     return out
 
@@ -65,8 +65,9 @@ def markdown(summary: list[dict]) -> str:
             "| ineq. worst (rel.) | eq. worst (rel.) | train s |")
     lines = [head, "|" + "|".join(["---"] * 12) + "|"]
     for s in summary:
+        ran = "—" if s["train_epochs"] is None else f"{s['train_epochs']:.4g}"
         lines.append(
-            f"| {s['problem']} | {s['method']} | {s['variant']} | {s['epochs']} | {s['train_epochs']:.3g} | {s['lr']:g} | "
+            f"| {s['problem']} | {s['method']} | {s['variant']} | {s['epochs']} | {ran} | {s['lr']:g} | "
             f"{s['seeds']} | "
             f"{s['gap_mean']:.3g} ± {s['gap_sd']:.2g} | {s['gap_worst']:.3g} | {s['ineq_worst']:.1e} | "
             f"{s['eq_worst']:.1e} | {s['train_s']:.0f} |"
@@ -84,7 +85,7 @@ def figure(summary: list[dict], path: str) -> None:
     fig, axes = plt.subplots(1, len(problems), figsize=(6 * len(problems), 4.5), squeeze=False)
     for ax, problem in zip(axes[0], problems):
         for s in (s for s in summary if s["problem"] == problem and s["method"] != "optimizer"):
-            label = f"{s['method']} {s['variant']} {s['epochs']}ep".replace("rule=cost0.5", "").strip()
+            label = f"{s['method']} {s['variant']} {s['epochs']}ep lr {s['lr']:g}".replace("rule=cost0.5", "").strip()
             exact = s["ineq_worst"] == 0.0
             ax.errorbar(s["train_s"], s["gap_mean"], yerr=s["gap_sd"], fmt="o" if exact else "s",
                         mfc=None if exact else "none", label=f"{label} (ineq {s['ineq_worst']:.0e})", capsize=2)

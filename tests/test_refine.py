@@ -153,3 +153,37 @@ def test_refined_proposed_trains_end_to_end(small_qp, tmp_path, refine):
         opt.step()
         losses.append(float(loss))
     assert losses[-1] < losses[0] - 0.05 * abs(losses[0])
+
+
+@pytest.mark.parametrize("refine", ["dr", "pinet"])
+def test_harness_runs_refined_proposed_and_records_not_applicable(tmp_path, refine):
+    """Through run.py's harness with trainer=fast: a full row, exactly feasible, on dcopf_14 (constant G, H); a
+    not_applicable record with the reason on the portfolio's standard form (G(x))."""
+    import math
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.harness import results
+    from hardlinear.harness import runner as harness
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for problem in ("dcopf_14", "portfolio"):
+        overrides = [
+            f"problem={problem}", "method=proposed", f"method.refine={refine}", "method.refine_steps=3",
+            "method.refine_eval_steps=5", "trainer=fast", "progress=false", "data.val_size=16", "data.test_size=16",
+            "eval.throughput_batch=64", "eval.warmup=1", f"cache_dir={tmp_path / 'cache'}", f"results_dir={tmp_path}",
+        ]
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+        row = harness.run(cfg, tmp_path / problem)
+        table = results.load_records(tmp_path)
+        mine = table[table["problem"].str.startswith(problem)]
+        if problem == "portfolio":
+            assert row is None and mine["status"].tolist() == ["not_applicable"]
+            assert f"refine={refine}" in mine["reason"].iloc[0]
+            continue
+        assert row is not None and mine["status"].tolist() == ["ok"]
+        got = mine.iloc[0]
+        assert got["test/ineq_viol_worst"] == 0.0 and got["test/eq_viol_worst"] <= 1e-12
+        assert math.isfinite(got["test/gap_mean"]) and f"refine={refine}" in got["variant"]

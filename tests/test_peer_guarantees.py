@@ -67,10 +67,16 @@ def test_hardnet_aff_is_feasible_when_rows_have_full_rank(seed, varying_h):
     family = dc3_like_family(seed, varying_h=varying_h)
     layer = HardNetAffLayer(family, checks=8)
     gen = torch.Generator().manual_seed(seed)
-    xi = family.box.sample(64, gen)
+    inputs = family.box.sample(64, gen)
     for kind, u in adversarial(layer.d, 64, gen).items():
-        y = layer(xi, u)
+        y = layer(inputs, u)
         assert torch.isfinite(y).all(), kind
+        tamed = layer.last_stats["nonfinite"]
+        xi = inputs
+        if kind == "huge":  # 1e6-scaled: rows beyond the rounding cap are scaled back onto it (tested below)
+            y, u, xi = y[~tamed], u[~tamed], inputs[~tamed]
+        else:
+            assert not tamed.any(), kind
         eq = family.eq_resid(xi, y).abs().amax(dim=1)
         ineq = family.ineq_resid(xi, y).amax(dim=1)
         M = layer.reduced.rows(xi, u)
@@ -99,7 +105,71 @@ def test_hardnet_aff_on_the_boundary_and_nan():
     assert family.ineq_resid(xi, on_boundary).amax(dim=1).max() > -1e-6  # it is on the boundary
     u[0, 0] = float("nan")
     y = layer(xi, u)
-    assert torch.isnan(y[0]).all() and torch.isfinite(y[1:]).all()  # documented: no fallback for NaN outputs
+    assert torch.isfinite(y).all() and layer.last_stats["nonfinite"].tolist() == [True] + [False] * 7
+    assert torch.allclose(y[1:], layer(xi[1:], u[1:]), rtol=1e-14, atol=1e-14)  # the other rows: untouched
+    assert family.ineq_resid(xi[:1], y[:1]).max() <= 1e-12
+
+
+@pytest.mark.parametrize("varying_h", [False, True])
+@pytest.mark.parametrize("kind", ["scaled_1e30", "scaled_1e300", "inf", "-inf", "nan"])
+def test_hardnet_aff_hostile_outputs_stay_feasible_and_are_counted(kind, varying_h):
+    """Issue 28: a 1e30-scaled output crossed DC3's bounds by 1.8e17, inf/NaN outputs gave NaN everywhere. Now every
+    output is finite, within the documented bound ``rounding_tol (1 + ||s||_inf)``, and the hostile rows are
+    counted; the gradient is finite too."""
+    family = dc3_like_family(5, varying_h=varying_h)
+    layer = HardNetAffLayer(family, checks=8)
+    gen = torch.Generator().manual_seed(1)
+    xi = family.box.sample(32, gen)
+    u = torch.randn(32, layer.d, generator=gen, dtype=torch.float64)
+    hostile = torch.arange(32) % 2 == 0
+    bad = u.clone()
+    if kind.startswith("scaled"):
+        bad = bad * float(kind.split("_")[1])
+    else:
+        bad[:, 0] = float(kind)
+    u = torch.where(hostile.unsqueeze(1), bad, u).requires_grad_(True)
+    y = layer(xi, u)
+    assert torch.isfinite(y).all()
+    assert torch.equal(layer.last_stats["nonfinite"], hostile)
+    s = layer.reduced.slack(xi, layer.reduced.particular(xi, y))
+    viol = family.ineq_resid(xi, y).amax(dim=1)
+    assert (viol <= layer.rounding_tol * (1.0 + s.abs().amax(dim=1))).all(), float(viol.max())
+    # equalities: rounding relative to the output's size (a tamed row sits at the cap, ~1e6 here)
+    assert (family.eq_resid(xi, y).abs().amax(dim=1) <= 1e-13 * (1.0 + y.abs().amax(dim=1))).all()
+    y.sum().backward()
+    assert torch.isfinite(u.grad).all()
+
+
+class _Hostile(torch.nn.Module):
+    """The network's output made hostile: scaled by a factor, or with one entry set to inf / NaN."""
+
+    def __init__(self, net: torch.nn.Module, kind: str) -> None:
+        super().__init__()
+        self.net, self.kind = net, kind
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        out = self.net(xi)
+        if self.kind == "1e30":
+            return 1e30 * out
+        return torch.cat([torch.full_like(out[:, :1], float(self.kind)), out[:, 1:]], dim=1)
+
+
+@pytest.mark.parametrize("kind", ["1e30", "inf", "nan"])
+def test_hardnet_aff_method_on_dc3_qp_under_the_issue_attack(kind):
+    """The attack of issue 28 on the real problem (DC3's QP, 200 test inputs): before, a worst inequality
+    violation of 1.8e17 (1e30) and NaN outputs everywhere (inf, NaN)."""
+    problem = build_problem("dc3_qp")
+    method = HardNetAff(rank_checks=0)
+    method.setup(problem, Context())
+    method.net = _Hostile(method.net, kind)
+    xi = torch.as_tensor(problem.given_inputs["test"][:200], dtype=torch.float64)
+    pred = method.eval().predict(xi)
+    assert torch.isfinite(pred.y).all()
+    viol = problem.family.ineq_resid(xi, pred.y).amax(dim=1)
+    h = problem.family.B_ineq @ np.r_[1.0, np.zeros(problem.k)]
+    assert float(viol.max()) <= 1e-9 * (1.0 + 10 * np.abs(h).max()), float(viol.max())
+    assert problem.family.eq_resid(xi, pred.y).abs().max() <= 1e-9
+    assert int(pred.extras["nonfinite"].sum()) == len(xi)
 
 
 def _coords(layer, xi, y):

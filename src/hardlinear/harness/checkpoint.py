@@ -276,11 +276,13 @@ class _Inference(torch.nn.Module):
     def __init__(self, method) -> None:
         super().__init__()
         self.net, self.layer, self.layer_dtype = method.net, method.layer, method.layer_dtype
+        self.refiner = getattr(method, "refiner", None)  # method.refine (issue 28): a fixed number of steps, traceable
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         from hardlinear.layers.network import run_net
 
-        return self.layer(xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype))
+        xw, y_task = xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype)
+        return self.layer(xw, y_task if self.refiner is None else self.refiner(xw, y_task))
 
 
 EXPORT_RTOL = 1e-12

@@ -16,6 +16,15 @@ use and rebuilt whenever a weight or buffer changes (in place, by assignment or 
 returns to training mode; ``forward`` (training, gradients) never uses it. Where the structure does not admit
 it (the portfolio's standard form) ``predict`` runs the layer, with a warning naming the reason. Outputs agree
 with the unfused layer's to ~1e-13 relative in float64 (tests/test_fused.py).
+
+``refine`` (issue 28): a differentiable refinement of the task output *before* the equality projection and the
+blend (:mod:`hardlinear.layers.refine`): ``none`` (the paper), ``dr`` (``refine_steps`` Douglas-Rachford steps
+towards the projection onto ``C(x)``, ``refine_eval_steps`` at inference; step ``refine_sigma``, relaxation
+``refine_omega``), ``pinet`` (the same with Pinet's module: full space, Ruiz, implicit backward) or ``hardnet`` (HardNet-Aff's closed-form correction). The blend still makes every output
+exactly feasible, so the guarantee is the layer's whatever the refinement does (NaN, overflow, too few steps);
+``alpha`` is left only the refinement's residual. Where a refinement does not apply (an input-dependent ``G`` or
+``H``; HardNet's rank condition) ``setup`` raises NotApplicable. The fused path does not include a refinement:
+``fuse`` refuses it, naming the reason, and ``predict`` runs the network, the refinement and the layer.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import numpy as np
 import torch
 
 from hardlinear.layers.network import run_net
+from hardlinear.layers.refine import REFINEMENTS
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
 from hardlinear.rules.checks import output_dtype_for
@@ -47,10 +57,27 @@ class Proposed(Method):
         rule_objective: str = "margin",
         rule_margin_fraction: float = 0.5,
         rule_device: str = "cpu",
+        refine: str = "none",
+        refine_steps: int = 20,
+        refine_eval_steps: int | None = None,
+        refine_sigma: float = 0.3,
+        refine_omega: float = 1.7,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
             raise ValueError(f"out_of_domain must be one of {OUT_OF_DOMAIN}; got {out_of_domain!r}")
+        if refine not in REFINEMENTS:
+            raise ValueError(f"method.refine must be one of {REFINEMENTS}; got {refine!r}")
+        if refine_steps < 1 or (refine_eval_steps is not None and refine_eval_steps < 1):
+            raise ValueError(f"method.refine_steps and refine_eval_steps must be >= 1; got {refine_steps}, {refine_eval_steps}")
+        if not refine_sigma > 0 or not 0 < refine_omega < 2:
+            raise ValueError(
+                f"method.refine_sigma must be > 0 and refine_omega in (0, 2) (Douglas-Rachford); got {refine_sigma}, "
+                f"{refine_omega}"
+            )
+        self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
+        self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
+        self.refiner = None
         self.name, self.gradient, self.rule_solver = name, gradient, rule_solver
         self.layer_dtype = check_dtype(layer_dtype)
         self.pretrain, self.out_of_domain = pretrain, out_of_domain
@@ -64,8 +91,13 @@ class Proposed(Method):
 
     def setup(self, problem, ctx: Context) -> float:
         from hardlinear.layers.feasibility import FeasibilityLayer
+        from hardlinear.layers.refine import build_refinement
 
         self.problem = problem
+        # Before the rule: a refinement that does not apply (NotApplicable) should cost nothing.
+        self.refiner = build_refinement(
+            self.refine, problem.family, self.refine_steps, self.refine_eval_steps, self.refine_sigma, self.refine_omega
+        )
         self.rule, offline = load_rule(
             problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype,
             self.rule_objective, self.rule_margin_fraction, self.rule_device,
@@ -77,10 +109,16 @@ class Proposed(Method):
         policy = "count" if self.out_of_domain == "project" else self.out_of_domain
         self.layer = FeasibilityLayer(problem.family, self.rule, gradient=self.gradient, out_of_domain=policy)
         self.layer.to(ctx.device)
+        if self.refiner is not None:
+            self.refiner.to(ctx.device)
         return offline
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        return self.layer(xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype))
+        xw = xi.to(self.layer_dtype)
+        y_task = run_net(self.net, xi).to(self.layer_dtype)
+        if self.refiner is not None:
+            y_task = self.refiner(xw, y_task)
+        return self.layer(xw, y_task)
 
     def regress(self, xi: torch.Tensor) -> torch.Tensor:
         return run_net(self.net, xi)
@@ -164,5 +202,10 @@ class Proposed(Method):
 
     def describe(self) -> dict[str, str]:
         parts = [] if self.gradient == "argmax" else [f"gradient={self.gradient}"]
+        if self.refine in ("dr", "pinet"):
+            steps = self.refine_steps if self.refine_eval_steps is None else f"{self.refine_steps}/{self.refine_eval_steps}"
+            parts.append(f"refine={self.refine}({steps} steps, sigma={self.refine_sigma:g})")
+        elif self.refine != "none":
+            parts.append(f"refine={self.refine}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
         return {"variant": " ".join(p for p in parts if p)}

@@ -17,8 +17,13 @@ inputs, and an input where the rank is lost anyway gets the pseudo-inverse's lea
 feasible; counted in ``last_stats["rank_deficient"]``).
 
 Rounding: the corrected rows sit exactly on their bounds, so float64 rounding may cross them by about
-``eps cond(M) (||M|| ||u|| + ||s||)`` (no guard; the test suite measures it). A non-finite network output
-propagates to the output (HardNet has no fallback point).
+``eps cond(M) (||M||_inf ||u||_inf + ||s||_inf)`` (the test suite measures it). That is a promise relative to
+the size of ``u``: a network output scaled by 1e30 on DC3's QP crossed its bounds by 1.8e17. So the layer keeps
+the bound itself below ``rounding_tol (1 + ||s||_inf)``: a row whose ``||u||_inf`` exceeds the size where that
+fails is scaled back onto it (its direction kept, differentiable), and a row with a NaN or infinite entry is
+replaced by ``u = 0`` (HardNet has no safe output; ``u = 0``, i.e. ``c(x)`` corrected, is its nearest
+substitute). Both kinds are counted in ``last_stats["nonfinite"]`` (the proposed layer's name for the rows it
+hands to its safe output), and no NaN reaches the output or the gradient.
 """
 
 from __future__ import annotations
@@ -46,10 +51,18 @@ class HardNetAffLayer(nn.Module):
         family: the constraint family (constant ``G``; ``H`` constant or affine in x).
         checks: vertices and random inputs at which a varying ``M(x)``'s rank is checked at set-up.
         generator: seeds those inputs.
+        rounding_tol: the correction's rounding bound is kept below ``rounding_tol (1 + ||s||_inf)`` by capping
+            ``||u||_inf`` (module docstring); trained outputs on DC3's QPs sit ~6 orders of magnitude below the cap.
     """
 
-    def __init__(self, family: ConstraintFamily, checks: int = 32, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self, family: ConstraintFamily, checks: int = 32, generator: torch.Generator | None = None,
+        rounding_tol: float = 1e-9,
+    ) -> None:
         super().__init__()
+        if not rounding_tol > 0:
+            raise ValueError(f"rounding_tol must be > 0; got {rounding_tol}")
+        self.rounding_tol = float(rounding_tol)
         if family.m_eq + family.m_ineq > family.n:
             # Checked first as it holds whatever G is: rank [H; G] <= n, and HardNet needs it to be m_eq + m_ineq.
             raise NotApplicable(
@@ -107,6 +120,7 @@ class HardNetAffLayer(nn.Module):
         c = self.reduced.particular(xi, u)
         s = self.reduced.slack(xi, c)
         M = self.reduced.rows(xi, u)
+        u, hostile = self._tame(u, M, s)
         excess = torch.relu(self.reduced.times(M, u) - s)  # (B, m)
         deficient = torch.zeros(u.shape[0], dtype=torch.bool, device=u.device)
         if self.pinv is not None:
@@ -116,14 +130,34 @@ class HardNetAffLayer(nn.Module):
             u = u - (torch.linalg.pinv(M) @ excess.unsqueeze(2)).squeeze(2)
             with torch.no_grad():
                 deficient = _rank(torch.linalg.svdvals(M), (self.m, self.d)) < self.m
-        self._last = (excess.detach(), deficient)
+        self._last = (excess.detach(), deficient, hostile)
         return self.reduced.lift_back(c, u)
+
+    def _tame(self, u: torch.Tensor, M: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``u`` with non-finite rows set to 0 and rows too large for the rounding bound scaled back onto it;
+        and ``(B,)`` flags of those rows (module docstring). No device sync unless a row needs it."""
+        with torch.no_grad():
+            finite = torch.isfinite(u).all(dim=1)
+        u = torch.where(finite.unsqueeze(1), u, 0.0)  # before any arithmetic: NaN * 0 would reach the gradient
+        with torch.no_grad():
+            unit = torch.finfo(u.dtype).eps * self.condition
+            row_norm = M.abs().sum(dim=-1).amax(dim=-1)  # ||M||_inf: () or (B,)
+            s_size = s.abs().amax(dim=1) if s.shape[1] else s.new_zeros(s.shape[0])
+            limit = (self.rounding_tol * (1.0 + s_size) - unit * s_size).clamp_min(0.0) / (unit * row_norm + 1e-300)
+            size = u.abs().amax(dim=1) if u.shape[1] else u.new_zeros(u.shape[0])
+            over = size > limit
+            hostile = over | ~finite
+        if bool(over.any()):
+            factor = torch.where(over, limit / size.clamp_min(1e-300), 1.0)
+            u = u * factor.unsqueeze(1)
+        return u, hostile
 
     @property
     def last_stats(self) -> dict[str, torch.Tensor]:
-        """``corrected (B,)``: rows the correction moved; ``rank_deficient (B,)``: inputs where ``M(x)`` lost rank."""
+        """``corrected (B,)``: rows the correction moved; ``rank_deficient (B,)``: inputs where ``M(x)`` lost rank;
+        ``nonfinite (B,)``: network outputs that were non-finite or too large for the rounding bound (tamed)."""
         if self._last is None:
             return {}
-        excess, deficient = self._last
+        excess, deficient, hostile = self._last
         moved = (excess > 0).any(dim=1) if excess.shape[1] else torch.zeros_like(deficient)
-        return {"corrected": moved, "rank_deficient": deficient}
+        return {"corrected": moved, "rank_deficient": deficient, "nonfinite": hostile}

@@ -1,0 +1,177 @@
+"""Refinements of a task output before the feasibility layer: differentiable maps that bring it near ``C(x)``.
+
+Why: the blend (:mod:`hardlinear.layers.feasibility`) makes *any* task output exactly feasible, so whatever runs
+before it cannot break the guarantee; it can only leave ``alpha`` less to correct. A refinement that lands close
+to the feasible set's boundary where the optimum sits (a projection) lets the network aim past the boundary
+and still have its output put on it, the way projection layers (Pinet, HardNet) train; the blend then corrects
+only the refinement's residual, exactly.
+
+* ``none``: the identity.
+* ``dr``: ``steps`` Douglas-Rachford iterations of the Euclidean projection onto ``C(x)`` (Pinet's splitting:
+  a slack ``t = M u`` lifts the inequalities to a box, DR alternates the projection onto the lifted equalities
+  with the prox of the distance and the box), unrolled for the gradient. Written in the null-space coordinates
+  of the equalities (``y = c(x) + N u``, :mod:`hardlinear.layers.peers.reduced`): the equalities hold by
+  construction, the lifted subspace ``{t = M u}`` is constant, its projector one ``d x d`` matrix, and the rows
+  of ``M`` are scaled to unit norm (the same polytope; DR's speed depends on that scaling, which Pinet gets from
+  Ruiz equilibration). Iteration (``z = (u, t)``, governing sequence ``w``, step ``sigma``, relaxation ``omega``):
+
+      z_k = Pi_E(w_k);   r = 2 z_k - w_k;   p_u = (2 sigma u_raw + r_u) / (1 + 2 sigma),  p_t = min(r_t, s(x));
+      w_{k+1} = w_k + omega (p - z_k);      output u = Pi_E(w_K)_u
+
+  started at ``w_0 = (u_raw, M u_raw)``. After ``K`` steps the inequalities hold only approximately; that
+  residual is what the blend then removes. The box is shrunk by ``margin (1 + |s_i|)`` (in the unit-row
+  scaling; default 1e-9): a converged point on a face would otherwise sit on the bound to rounding, the blend
+  (which moves only rows its own evaluation sees violated) would leave it, and another evaluation order of
+  ``H y - h`` could read +1e-16 there.
+* ``pinet``: the same splitting as Pinet runs it, by :class:`~hardlinear.layers.douglas_rachford.DouglasRachfordProjection`
+  (issue 28's Pinet module): in the full space ``z = (y, H y)``, Ruiz-equilibrated (Pinet's DC3 settings: 25
+  iterations, tol 1e-3), started at ``0``, with Pinet's implicit backward pass (BiCGSTAB, 25 iterations) instead
+  of unrolling. The same ``margin`` on the inequality bounds.
+* ``hardnet``: HardNet-Aff's closed-form correction (:mod:`hardlinear.layers.peers.hardnet`): one step, only
+  where the inequality rows on the free variables have full row rank. Its corrected rows sit on their bounds
+  (no margin), so a float64 evaluation may read them ~1e-16 over (the rounding of the evaluation itself).
+
+Applicability: a constant equality matrix and constant inequality rows (``dr``; else :class:`NotApplicable`
+naming the reason).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from hardlinear.constraints import ConstraintFamily
+from hardlinear.errors import NotApplicable
+from hardlinear.layers.equality import Float64Constants
+from hardlinear.layers.peers.reduced import ReducedInequalities
+
+REFINEMENTS = ("none", "dr", "pinet", "hardnet")
+
+
+class DouglasRachford(nn.Module):
+    """``forward(xi: (B, k), y: (B, n)) -> (B, n)``: ``steps`` DR iterations towards the projection of ``y`` onto
+    ``C(x)`` (module docstring), satisfying the equalities up to rounding, the inequalities approximately.
+
+    Args:
+        family: a family with constant ``G`` and ``H``.
+        steps: iterations in training mode; ``eval_steps`` (default: the same) in eval mode.
+        sigma, omega: DR's step (the prox weight of the distance) and relaxation (Pinet's default 1.7).
+        margin: the box ``t <= s`` is shrunk by ``margin (1 + |s|)`` (module docstring).
+    """
+
+    def __init__(
+        self, family: ConstraintFamily, steps: int, eval_steps: int | None = None, sigma: float = 1.0,
+        omega: float = 1.7, margin: float = 1e-9,
+    ) -> None:
+        super().__init__()
+        if not margin >= 0:
+            raise ValueError(f"margin must be >= 0; got {margin}")
+        self.margin = float(margin)
+        if steps < 1 or (eval_steps is not None and eval_steps < 1):
+            raise ValueError(f"refine_steps must be >= 1; got {steps} (eval {eval_steps})")
+        if not sigma > 0 or not 0 < omega < 2:
+            raise ValueError(f"Douglas-Rachford needs sigma > 0 and 0 < omega < 2; got sigma={sigma}, omega={omega}")
+        self.reduced = ReducedInequalities(family, "refine=dr")
+        if self.reduced.input_dependent:
+            raise NotApplicable(
+                "refine=dr needs constant inequality rows: with H(x) the lifted subspace {t = H(x) N u} and its "
+                "projector change with every input"
+            )
+        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
+        self.sigma, self.omega = float(sigma), float(omega)
+        M = self.reduced.consts.M.numpy()
+        norms = np.linalg.norm(M, axis=1)
+        scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+        Ms = M * scale[:, None]  # unit rows: the same polytope, better conditioned lifting
+        K = np.linalg.inv(np.eye(M.shape[1]) + Ms.T @ Ms)  # Pi_E(a, b)_u = K (a + Ms' b)
+        K = 0.5 * (K + K.T)
+        self.consts = Float64Constants(Ms=Ms, row_scale=scale, K=K, MsK=Ms @ K)
+
+    def extra_repr(self) -> str:
+        return f"steps={self.steps}, eval_steps={self.eval_steps}, sigma={self.sigma}, omega={self.omega}"
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        red = self.reduced
+        c = red.particular(xi, y)
+        (N,) = red.consts.get(("N",), y)
+        Ms, row_scale, K, MsK = self.consts.get(("Ms", "row_scale", "K", "MsK"), y)
+        bound = red.slack(xi, c) * row_scale  # s(x) in the scaled rows: t <= bound
+        bound = bound - self.margin * (1.0 + bound.abs())
+        u_raw = (y - c) @ N
+        a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
+        wu, wt = u_raw, u_raw @ Ms.T
+        for _ in range(self.steps if self.training else self.eval_steps):
+            zu = wu @ K + wt @ MsK  # Pi_E(w): u-part (K symmetric)
+            zt = zu @ Ms.T
+            pu = a * u_raw + b * (2.0 * zu - wu)
+            pt = torch.minimum(2.0 * zt - wt, bound)
+            wu = wu + self.omega * (pu - zu)
+            wt = wt + self.omega * (pt - zt)
+        u = wu @ K + wt @ MsK
+        return red.lift_back(c, u)
+
+
+class PinetRefinement(nn.Module):
+    """``forward(xi, y) -> (B, n)``: ``steps`` (``eval_steps`` in eval mode) iterations of Pinet's DR projection."""
+
+    def __init__(
+        self, family: ConstraintFamily, steps: int, eval_steps: int | None = None, sigma: float = 1.0,
+        omega: float = 1.7, margin: float = 1e-9,
+    ) -> None:
+        super().__init__()
+        from hardlinear.layers.douglas_rachford import DouglasRachfordProjection, RuizSettings
+        from hardlinear.layers.equality import constant_lhs
+
+        G = constant_lhs(family, "G") if family.m_eq else np.zeros((0, family.n))
+        H = constant_lhs(family, "H") if family.m_ineq else np.zeros((0, family.n))
+        if G is None or H is None:
+            raise NotApplicable("refine=pinet needs constant equality and inequality rows (Pinet's var_A is not offered)")
+        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
+        self.margin = float(margin)
+        self.projection = DouglasRachfordProjection(
+            G, H, ruiz=RuizSettings(max_iter=25, tol=1e-3), sigma=sigma, omega=omega, backward="implicit", n_iter_bwd=25
+        )
+        self.consts = Float64Constants(B_eq_T=np.asarray(family.B_eq, dtype=np.float64).T,
+                                       B_ineq_T=np.asarray(family.B_ineq, dtype=np.float64).T)
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        from hardlinear.constraints import lift
+
+        B_eq_T, B_ineq_T = self.consts.get(("B_eq_T", "B_ineq_T"), y)
+        x = lift(xi.to(y.dtype))
+        h = x @ B_ineq_T
+        out, _ = self.projection(y, x @ B_eq_T, h - self.margin * (1.0 + h.abs()),
+                                 n_iter=self.steps if self.training else self.eval_steps)
+        return out
+
+
+class HardNetRefinement(nn.Module):
+    """``forward(xi, y) -> (B, n)``: HardNet-Aff's correction of ``y``'s free coordinates."""
+
+    def __init__(self, family: ConstraintFamily) -> None:
+        super().__init__()
+        from hardlinear.layers.peers.hardnet import HardNetAffLayer
+
+        self.correction = HardNetAffLayer(family)
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        red = self.correction.reduced
+        (N,) = red.consts.get(("N",), y)
+        return self.correction(xi, (y - red.particular(xi, y)) @ N)
+
+
+def build_refinement(
+    kind: str, family: ConstraintFamily, steps: int = 10, eval_steps: int | None = None, sigma: float = 1.0,
+    omega: float = 1.7,
+) -> nn.Module | None:
+    """The refinement module named ``kind`` (None for ``"none"``); raises NotApplicable where it does not apply."""
+    if kind not in REFINEMENTS:
+        raise ValueError(f"refine must be one of {REFINEMENTS}; got {kind!r}")
+    if kind == "none":
+        return None
+    if kind == "dr":
+        return DouglasRachford(family, steps, eval_steps, sigma, omega)
+    if kind == "pinet":
+        return PinetRefinement(family, steps, eval_steps, sigma, omega)
+    return HardNetRefinement(family)

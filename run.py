@@ -25,7 +25,9 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     from hardlinear.harness.overrides import unknown_override_errors
+    from hardlinear.harness.rundirs import register_resolvers
 
+    register_resolvers()  # ${uid:} of the run and sweep directories (conf/config.yaml)
     errors = unknown_override_errors(sys.argv[1:], Path(__file__).resolve().parent / "conf")
     if errors:  # before Hydra, whose answer to a misspelt key is the wrong fix ("use +key")
         print("\n".join(f"error: {e}" for e in errors), file=sys.stderr)

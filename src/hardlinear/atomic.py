@@ -12,6 +12,21 @@ import os
 import tempfile
 from pathlib import Path
 
+_UMASK: int | None = None
+
+
+def file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file: ``0o666`` less the process's umask.
+
+    Why: ``mkstemp`` creates its file with mode 0600, so every record, metric file and checkpoint was private
+    to its writer, and colleagues on a shared cluster file system could not read them. Read once per process
+    (``os.umask`` can only be read by setting it)."""
+    global _UMASK
+    if _UMASK is None:
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return 0o666 & ~_UMASK
+
 
 def fsync_dir(folder: str | os.PathLike) -> None:
     """Make a rename in ``folder`` durable (POSIX); a no-op where folders cannot be opened."""
@@ -28,7 +43,8 @@ def fsync_dir(folder: str | os.PathLike) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = False) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); returns the path.
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); returns the path. The file gets the
+    permissions the umask gives (``file_mode``), as a plain write would.
 
     On any error (a full disk: ``OSError(ENOSPC)`` or ``EFBIG``) the temporary file is removed and the error
     raised, and ``path`` is left as it was."""
@@ -36,6 +52,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = Fal
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -28,6 +28,7 @@ from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
 from hardlinear.harness import results
 from hardlinear.harness.checkpoint import save_checkpoint
+from hardlinear.harness.content import short_digest, with_content
 from hardlinear.harness.loggers import results_table
 from hardlinear.harness.preflight import check_batch_memory, setup_method
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
@@ -100,7 +101,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators
     dtype = check_dtype(cfg.dtype)
-    config = resolved_dict(cfg)
+    config = with_content(resolved_dict(cfg))  # a problem file enters the identity by its sha256
     ident = results.identity(config)
     if not cfg.rerun:
         found = results.find_recorded(str(cfg.results_dir), ident, study=results.study_of(config))
@@ -114,7 +115,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
                               "directory (hydra.run.dir=...) or leave Hydra's dated default")
 
     record = {"identity": ident, "study": results.study_of(config), "config": config, "provenance": provenance(str(cfg.device))}
-    identity = config_identity(cfg, run_dir, ident)
+    identity = config_identity(cfg, run_dir, ident, short_digest(config))
     try:
         problem = problem_from_config(cfg)
         method = instantiate(cfg.method, _convert_="all")
@@ -144,7 +145,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
         raise
 
 
-def config_identity(cfg: DictConfig, run_dir: Path, ident: str) -> dict:
+def config_identity(cfg: DictConfig, run_dir: Path, ident: str, problem_sha256: str = "") -> dict:
     """The identity columns known from the config alone (before the problem and method are built): what a
     record of a run that failed early still says."""
     return {
@@ -153,7 +154,7 @@ def config_identity(cfg: DictConfig, run_dir: Path, ident: str) -> dict:
         "method": str(cfg.method.get("name", "")), "variant": str(cfg.method.get("solver", "") or ""),
         "seed": int(cfg.seed), "penalty": cfg.method.get("penalty", ""), "pretrain_epochs": int(cfg.trainer.get("pretrain_epochs", 0)),
         "experiment": str(cfg.experiment or ""), "git_sha": git_sha(), "device": str(cfg.device), "dtype": str(cfg.dtype),
-        "run_dir": str(run_dir), "config_hash": ident,
+        "run_dir": str(run_dir), "config_hash": ident, "problem_sha256": problem_sha256,
     }
 
 
@@ -196,7 +197,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         if method.trainable and method.supervised:
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
         fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised)
-        checkpoint = save_checkpoint(run_dir, method, resolved_dict(cfg), probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
+        checkpoint = save_checkpoint(run_dir, method, record["config"], probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
         # --- evaluation (timed on the test set) ---
         metrics = evaluate_method(method, problem, test, ctx, eval_cfg)
     except SolverUnavailable as err:

@@ -29,8 +29,10 @@ from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
 from hardlinear.harness import results
 from hardlinear.harness.checkpoint import save_checkpoint
 from hardlinear.harness.content import short_digest, with_content
+from hardlinear.harness.last_state import read_last, resume_problem, save_last
 from hardlinear.harness.loggers import results_table
 from hardlinear.harness.preflight import check_batch_memory, setup_method
+from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.problems import build_problem
@@ -90,14 +92,25 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     """Execute one configured run and write its record; returns the results row, or None when skipped
     because its identity is already recorded or the run has no result (solver unavailable, not applicable).
 
+    The run computes with ``threads`` threads in torch's pool and numpy's BLAS pool, also when called inside a
+    process whose pools are larger (``harness.reload.pinned_threads``), so that ``load_run`` rebuilds its structure
+    with the same rounding.
+
     Every run that starts writes one record in ``run_dir`` (``results.write_record``): ``ok``, ``diverged``
     (non-finite loss, or metrics beyond ``eval.diverged_*``), ``skipped``, ``not_applicable`` or ``failed``
     (then the error is raised again)."""
     validate_config(cfg)  # before any work: bad keys, types, ranges and choices fail here
-    run_dir = Path(run_dir)
+    with pinned_threads(cfg.threads):
+        return _run(cfg, Path(run_dir))
+
+
+def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
     unusable = output_path_problem(str(run_dir), "folder")
     if unusable:  # Hydra has made it by now; a caller of run() may pass anything
         raise ConfigError([f"run directory {str(run_dir)!r} {unusable} (set hydra.run.dir=...)"])
+    resume = cfg.trainer.get("resume")
+    if resume and resume_problem(str(resume)):
+        raise ConfigError([resume_problem(str(resume))])
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators
     dtype = check_dtype(cfg.dtype)
@@ -196,7 +209,9 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         supervised = None
         if method.trainable and method.supervised:
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
-        fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised)
+        resume_state = read_last(trainer_cfg.resume, record["config"]) if trainer_cfg.resume and method.trainable else None
+        fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised, resume_state=resume_state,
+                    on_state=lambda state: save_last(run_dir, state, record["config"]))
         checkpoint = save_checkpoint(run_dir, method, record["config"], probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
         # --- evaluation (timed on the test set) ---
         metrics = evaluate_method(method, problem, test, ctx, eval_cfg)

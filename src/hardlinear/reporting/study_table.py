@@ -192,6 +192,25 @@ def _status_text(runs, others) -> str:
     return ", ".join(parts)
 
 
+def _method_rows(prows):
+    """``(RowKey, setting, rows)`` per table row of one problem: a method whose runs differ in a setting other than
+    the seed (a learning-rate sweep) gets one row per setting, labelled ``trainer.lr=0.01``, never a mean of both."""
+    from hardlinear.harness.results import CONFIG_PREFIX, _canon
+    from hardlinear.reporting.stats import mixed_settings
+
+    out = []
+    for mkey in sorted(set(prows["_key"]), key=method_order):
+        mrows = of_key(prows, mkey)
+        mixed = sorted(mixed_settings(mrows))
+        if not mixed:
+            out.append((mkey, "", mrows))
+            continue
+        labels = [", ".join(f"{k}={_canon(r[CONFIG_PREFIX + k]).strip(chr(34))}" for k in mixed) for r in mrows.to_dict("records")]
+        for setting in sorted(set(labels)):
+            out.append((mkey, setting, mrows[[lab == setting for lab in labels]]))
+    return out
+
+
 def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None) -> tuple[Table, list[dict[str, Any]]]:
     """The ``Table`` of one study and its tidy rows (for the CSV); ``df``: that study's results rows (every status)."""
     df = with_keys(df)
@@ -205,16 +224,15 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
         if pkey[4]:
             names.setdefault(f"{pkey[0]} ({_file_of(prows)})", set()).add(pkey[4])
         rows, block_notes = [], []
-        for mkey in sorted(set(prows["_key"]), key=method_order):
-            mrows = of_key(prows, mkey)
+        for mkey, setting, mrows in _method_rows(prows):
             with_result = mrows[mrows["status"].isin(RESULT_STATUSES)]
             others = mrows[~mrows["status"].isin(RESULT_STATUSES)]
             runs = with_result.sort_values(["timestamp", "config_hash"], kind="stable").drop_duplicates("seed", keep="last")
             others = others[~others["seed"].isin(set(runs["seed"]))]
-            label = method_label(mkey)
+            label = method_label(mkey) + (f" [{setting}]" if setting else "")
             record = {"study": study, "problem": pkey[0], "objective": pkey[1], "form": pkey[2], "uncertainty": pkey[3],
                       "problem_sha256": pkey[4], "problem_file": _file_of(mrows), "method": mkey.method,
-                      "variant": mkey.variant, "label": label}
+                      "variant": mkey.variant, "setting": setting, "label": label}
             if len(runs):
                 check_one_setting(runs)
                 figures = _cell_figures(runs)
@@ -261,7 +279,7 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
 
 TIDY_COLUMNS = (
     "study", "problem", "objective", "form", "uncertainty", "problem_file", "problem_sha256", "method", "variant",
-    "label", "status", "reason", "seeds", "feasible",
+    "setting", "label", "status", "reason", "seeds", "feasible",
 )
 
 

@@ -14,13 +14,22 @@ def main(cfg: DictConfig) -> None:
     from hardlinear.threads import size_native_pools
 
     size_native_pools(cfg.get("threads"))  # before numpy and torch load: pool sizes change rounding
-    from hardlinear.harness.runner import run, run_in_sweep
+    from hardlinear.harness.runner import EXPECTED_ERRORS, error_line, full_errors, run, run_in_sweep
 
     hc = HydraConfig.get()
-    if hc.mode == RunMode.MULTIRUN:
-        run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
-    else:
-        run(cfg, hc.runtime.output_dir)
+    try:
+        if hc.mode == RunMode.MULTIRUN:
+            run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
+        else:
+            run(cfg, hc.runtime.output_dir)
+    except KeyboardInterrupt:  # the run's record says status=interrupted
+        print(f"\n[hardlinear] interrupted: recorded as status=interrupted in {hc.runtime.output_dir}", file=sys.stderr, flush=True)
+        sys.exit(130)
+    except EXPECTED_ERRORS as err:  # the message is the whole story; HYDRA_FULL_ERROR=1 shows the traceback
+        if full_errors():
+            raise
+        print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -122,6 +122,7 @@ def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
             path, body = found
             print(f"[hardlinear] skip: this configuration (identity {ident}) is already recorded in study {body['study']} (status {body['status']}) "
                   f"in {path}; add rerun=true to run it again", flush=True)
+            remove_unused_run_dir(run_dir)
             return None
     if (run_dir / results.RECORD_FILE).exists():
         raise FileExistsError(f"{run_dir / results.RECORD_FILE} exists: records are never rewritten; give the run a new "
@@ -149,13 +150,46 @@ def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
         loggers = results_loggers(cfg, run_dir, config, variant=identity["variant"])
         try:
             return _execute(cfg, problem, method, ctx, identity, loggers, record)
+        except BaseException as err:
+            _record_error(run_dir, record, identity, err, loggers)
+            raise
         finally:
             loggers.finish()  # also on errors: an offline W&B run is closed, not left open
-    except Exception as err:
-        if not (run_dir / results.RECORD_FILE).exists():  # an error after the record was written is not a failed run
-            reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-            _write(run_dir, record, identity, "failed", reason)
+    except BaseException as err:  # before the loggers existed (or Ctrl-C): the record still says what happened
+        _record_error(run_dir, record, identity, err)
         raise
+
+
+def _record_error(run_dir: Path, record: dict, identity: dict, err: BaseException, loggers=None) -> None:
+    """Record a run that ended on an error as ``failed`` (or on Ctrl-C as ``interrupted``), once: an error after the
+    record was written is not a failed run. ``SystemExit`` is left alone."""
+    if isinstance(err, SystemExit) or (run_dir / results.RECORD_FILE).exists():
+        return
+    if isinstance(err, KeyboardInterrupt):
+        status, reason = "interrupted", "KeyboardInterrupt: stopped by Ctrl-C (or SIGINT) before it finished"
+    else:
+        status, reason = "failed", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    try:
+        _write(run_dir, record, identity, status, reason, loggers=loggers)
+    except Exception as write_err:  # noqa: BLE001 - the original error matters more; say why there is no record
+        print(f"[hardlinear] could not record the {status} run in {run_dir}: {write_err}", file=sys.stderr, flush=True)
+
+
+HYDRA_ONLY = frozenset({".hydra", "run.log"})
+"""What Hydra puts in a run directory before the run starts: a skipped run leaves only these, and they go."""
+
+
+def remove_unused_run_dir(run_dir: Path) -> None:
+    """Remove the directory Hydra made for a run that was skipped, when it holds nothing but Hydra's own files
+    (a folder the user chose with other contents is left alone); its parent sweep directory too, once empty
+    but for Hydra's ``multirun.yaml``."""
+    import shutil
+
+    try:
+        if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= HYDRA_ONLY:
+            shutil.rmtree(run_dir)
+    except OSError:
+        pass  # a directory left behind is untidy, not wrong
 
 
 def config_identity(cfg: DictConfig, run_dir: Path, ident: str, problem_sha256: str = "") -> dict:
@@ -184,10 +218,14 @@ def provenance(device: str) -> dict:
     }
 
 
-def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None) -> dict:
-    """Write the run's record (``results.write_record``) and return its row."""
+def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None, loggers=None) -> dict:
+    """Write the run's record (``results.write_record``) and return its row; the loggers get its status (W&B's
+    summary: status, reason, study, identity, problem content)."""
     row = {**identity, "timestamp": _now(), "status": status, **(metrics or {})}
     results.write_record(run_dir, {**record, "status": status, "reason": reason, "row": row})
+    if loggers is not None:
+        loggers.log_status({"status": status, "reason": reason, "study": record["study"], "identity": record["identity"],
+                            "problem_sha256": identity.get("problem_sha256", "")})
     return row
 
 
@@ -218,17 +256,17 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     except SolverUnavailable as err:
         reason = str(err).splitlines()[0]
         print(f"[hardlinear] SKIPPED {label}: {reason}", file=sys.stderr, flush=True)
-        _write(run_dir, record, identity, "skipped", reason)
+        _write(run_dir, record, identity, "skipped", reason, loggers=loggers)
         return None
     except NotApplicable as err:
         reason = " ".join(str(err).split()) or "the method does not apply to this problem"
         print(f"[hardlinear] NOT APPLICABLE {label}: {reason}", file=sys.stderr, flush=True)
-        _write(run_dir, record, identity, "not_applicable", reason)
+        _write(run_dir, record, identity, "not_applicable", reason, loggers=loggers)
         return None
     except TrainingDiverged as err:
         reason = f"TrainingDiverged: {str(err).splitlines()[0]}"
         print(f"[hardlinear] DIVERGED {label}: {reason}", file=sys.stderr, flush=True)
-        return _write(run_dir, record, identity, "diverged", reason)
+        return _write(run_dir, record, identity, "diverged", reason, loggers=loggers)
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
     # wall time per epoch (validation included): what separates per-instance-solver layers from one-pass ones
@@ -242,7 +280,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     diverged = divergence_reason(metrics, eval_cfg)
     status = "diverged" if diverged else "ok"
     atomic_write_bytes(run_dir / "metrics.json", json.dumps({**identity, "status": status, **metrics}, indent=2, default=float).encode())
-    row = _write(run_dir, record, identity, status, diverged or "", metrics)
+    row = _write(run_dir, record, identity, status, diverged or "", metrics, loggers=loggers)
     loggers.log_final(metrics)
     loggers.log_table("results", results_table(row))
     loggers.log_checkpoint(checkpoint, {"run_dir": str(run_dir), "config_hash": identity["config_hash"]})
@@ -275,15 +313,30 @@ def results_loggers(cfg: DictConfig, run_dir: Path, config: dict, variant: str =
 
 
 
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, FileExistsError, ValueError)
+"""Errors whose message is the whole story (a bad config, a missing or malformed file): printed as one line, with
+the traceback only when ``HYDRA_FULL_ERROR=1`` (as Hydra does)."""
+
+
+def full_errors() -> bool:
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def error_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if not isinstance(err, ConfigError) else str(err)
+
+
 def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
-    """``run`` for one job of a sweep: an error is printed with its traceback (``run`` has recorded the run as
-    ``failed`` with the reason), so the other runs of the sweep go on."""
+    """``run`` for one job of a sweep: an error is printed (with its traceback unless it is an expected one, and
+    always with ``HYDRA_FULL_ERROR=1``; ``run`` has recorded the run as ``failed`` with the reason), so the other
+    runs of the sweep go on. Ctrl-C ends the sweep (the run is recorded ``interrupted``)."""
     import traceback
 
     try:
         return run(cfg, run_dir)
     except Exception as err:  # noqa: BLE001 - the sweep must outlive one broken run
-        traceback.print_exc()
+        if full_errors() or not isinstance(err, EXPECTED_ERRORS):
+            traceback.print_exc()
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         print(f"[hardlinear] FAILED run in {run_dir}: {reason}", file=sys.stderr, flush=True)
         return None

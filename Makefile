@@ -54,7 +54,7 @@ SELECT = --results $(RESULTS) $(if $(STUDY),--study $(STUDY)) $(if $(WHERE),--wh
 aggregate: install  ## the derived results table (one row per run) -> results/aggregated.csv; STUDY=, WHERE='key=value'
 	$(PY) scripts/aggregate.py $(SELECT) --out $(or $(OUT),results/aggregated.csv)
 
-tables: install  ## the paper's tables per study -> results/tables/<study>/*.md, *.tex; STUDY=, WHERE='key=value'
+tables: install  ## a table per study (study.md/.tex/.csv; the paper's layout too for its problems) -> results/tables/<study>/; STUDY=, WHERE='key=value'
 	$(PY) scripts/make_tables.py $(SELECT) --out $(or $(OUT),results/tables)
 
 figures: install  ## figures per study (gap-time, violations, training curves) -> results/figures/<study>/*.png, *.pdf; STUDY=, WHERE='key=value'
@@ -66,5 +66,8 @@ bench: install  ## all benchmarks (long)
 bench-quick: install  ## a small version of the benchmarks (minutes)
 	$(PY) benchmarks/run_all.py --quick
 
-clean:  ## remove caches and run directories (keeps committed results)
-	rm -rf data/cache results/runs results/multirun outputs multirun .pytest_cache
+CLEAN_PATHS := data/cache results/runs results/multirun outputs multirun .pytest_cache
+# In a git checkout, `git clean` removes what git does not track there and never a tracked file (committed runs).
+clean:  ## remove caches and run directories (never a tracked file: committed results stay)
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git clean -fdxq -- $(CLEAN_PATHS); \
+	else rm -rf $(CLEAN_PATHS); fi

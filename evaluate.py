@@ -30,6 +30,9 @@ def main() -> int:
     if args.inputs is not None and (args.test_seed is not None or args.test_size is not None):
         parser.error("--inputs replaces the sampled test set: drop --test-seed and --test-size")
 
+    from hardlinear.threads import size_native_pools
+
+    size_native_pools(_run_threads(args.run_dir))  # before numpy and torch load, as run.py does
     from hardlinear.harness.checkpoint import CheckpointError
     from hardlinear.harness.reevaluate import evaluate_run
     from hardlinear.harness.results import BadRecord
@@ -49,6 +52,23 @@ def main() -> int:
         f"eq {record['test/eq_viol_worst']:.1e}, ineq {record['test/ineq_viol_worst']:.1e} (study {record['study']}) -> {record['out_dir']}"
     )
     return 0
+
+
+def _run_threads(run_dir: str) -> int:
+    """The run's ``threads`` from its record (plain JSON: read before numpy and torch are imported); 1 if unknown."""
+    import json
+    from pathlib import Path
+
+    for name in ("record.json", "config.json"):
+        try:
+            body = json.loads((Path(run_dir) / name).read_text())
+        except (OSError, ValueError):
+            continue
+        config = body.get("config", body) if isinstance(body, dict) else {}
+        threads = config.get("threads") if isinstance(config, dict) else None
+        if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+            return threads
+    return 1
 
 
 if __name__ == "__main__":

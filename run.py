@@ -15,7 +15,7 @@ def main(cfg: DictConfig) -> None:
 
     size_native_pools(cfg.get("threads"))  # before numpy and torch load: pool sizes change rounding
     from hardlinear.atomic import DiskFull
-    from hardlinear.harness.runner import run, run_in_sweep
+    from hardlinear.harness.runner import EXPECTED_ERRORS, error_line, full_errors, run, run_in_sweep
 
     hc = HydraConfig.get()
     try:
@@ -26,11 +26,21 @@ def main(cfg: DictConfig) -> None:
     except DiskFull as err:  # one line, not three chained tracebacks
         print(f"error: {err.strerror}", file=sys.stderr, flush=True)
         sys.exit(1)
+    except KeyboardInterrupt:  # the run's record says status=interrupted
+        print(f"\n[hardlinear] interrupted: recorded as status=interrupted in {hc.runtime.output_dir}", file=sys.stderr, flush=True)
+        sys.exit(130)
+    except EXPECTED_ERRORS as err:  # the message is the whole story; HYDRA_FULL_ERROR=1 shows the traceback
+        if full_errors():
+            raise
+        print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
     from hardlinear.harness.overrides import unknown_override_errors
+    from hardlinear.harness.rundirs import register_resolvers
 
+    register_resolvers()  # ${uid:} of the run and sweep directories (conf/config.yaml)
     errors = unknown_override_errors(sys.argv[1:], Path(__file__).resolve().parent / "conf")
     if errors:  # before Hydra, whose answer to a misspelt key is the wrong fix ("use +key")
         print("\n".join(f"error: {e}" for e in errors), file=sys.stderr)

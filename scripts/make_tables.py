@@ -1,4 +1,5 @@
-"""The paper's five tables per study, ours beside the paper's figures (Markdown and LaTeX).
+"""A table for every study (``study.md``, ``.tex``, ``.csv``: methods x problems, every run with its status), and
+the paper's five tables, ours beside the paper's figures, for a study that ran the paper's problems.
 
     python scripts/make_tables.py                              # every study -> results/tables/<study>/
     python scripts/make_tables.py --study smoke                # one study
@@ -15,7 +16,10 @@ from pathlib import Path
 
 import _select
 
+from hardlinear.reporting.study_table import default_settings, write_study_table
 from hardlinear.reporting.tables import MixedSettings, make_tables
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def main() -> int:
@@ -29,18 +33,18 @@ def main() -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     failed = 0
+    defaults = default_settings(CONF)
     for study in studies:
         try:
-            written = make_tables(df, Path(args.out) / study, study=study)
+            written = write_study_table(df[df["study"] == study], Path(args.out) / study, study, defaults)
+            written.update(make_tables(df, Path(args.out) / study, study=study))
         except MixedSettings as err:
             print(f"error: study {study}: {err}", file=sys.stderr)
             failed += 1
             continue
-        if written:
-            print(f"study {study}: {len(written)} files in {Path(args.out) / study}")
-        else:
-            print(f"study {study}: none of the paper's problems; its own table comes from its script "
-                  "(scripts/dc3_table.py, scripts/peers_table.py, scripts/cost_rule_table.py)")
+        paper = sorted(n for n in written if not n.startswith("study."))
+        print(f"study {study}: study.md, .tex, .csv{' and the paper layout (' + str(len(paper)) + ' files)' if paper else ''} "
+              f"in {Path(args.out) / study}")
     if not studies:
         print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
     return 1 if failed or not studies else 0

@@ -165,11 +165,18 @@ def test_load_run_refuses_a_missing_or_altered_checkpoint(runs, tmp_path):
         hardlinear.load_run(tmp_path)
     run_dir, _ = runs["dc3"]
     payload = torch.load(checkpoint_path(run_dir), weights_only=True)
-    payload["probe"]["y"] = payload["probe"]["y"] + 1e-6  # as if the code now computed something else
+    y = payload["probe"]["y"]
+    payload["probe"]["y"] = y + 1e-3 * y.abs().max()  # as if the code now computed something else
     (tmp_path / "altered").mkdir()
     torch.save(payload, checkpoint_path(tmp_path / "altered"))
-    with pytest.raises(CheckpointError, match="does not reproduce its saved outputs"):
+    # the message says where, by how much, against which tolerance derived how, and the thread pools
+    with pytest.raises(CheckpointError, match=r"does not reproduce its saved outputs: worst at probe input \d+, output \d+.*"
+                       r"relative difference 0\.00\d+ > tolerance .*gamma.*Thread pools now"):
         hardlinear.load_run(tmp_path / "altered")
+    payload["probe"]["y"] = y + 1e-9 * y.abs().max()  # rounding-sized (another BLAS thread count): accepted
+    (tmp_path / "rounding").mkdir()
+    torch.save(payload, checkpoint_path(tmp_path / "rounding"))
+    assert hardlinear.load_run(tmp_path / "rounding").name == "dc3"
     assert hardlinear.load_run(tmp_path / "altered", verify=False).name == "dc3"
     (tmp_path / "garbage").mkdir()
     checkpoint_path(tmp_path / "garbage").write_bytes(b"\x00not a checkpoint")

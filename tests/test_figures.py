@@ -128,10 +128,10 @@ def test_make_figures_from_records_selects_a_study(runs, tmp_path):
     assert set(frame["run_dir"]) == set(runs["run_dir"])
     written = make_figures([tmp_path], tmp_path / "figs", study="smoke", formats=("png",))
     names = {p.name for p in written}
-    assert names == {"captions.md"} | {f"dcopf_14_lp_{kind}.png" for kind in ("gap_time", "violations", "training")}
+    assert names == {"captions.md"} | {f"dcopf_14_lp_{kind}.png" for kind in ("gap_time", "gap_violation", "violations", "training")}
     assert all(p.stat().st_size > 0 for p in written)
     captions = (tmp_path / "figs" / "captions.md").read_text().splitlines()
-    assert sum("(study: smoke  |  trainer: fast)" in line for line in captions) == 3
+    assert sum("(study: smoke  |  trainer: fast)" in line for line in captions) == 4
     with pytest.raises(ValueError, match="no ok runs of study 'other'.*studies with some: smoke"):
         make_figures([tmp_path], tmp_path / "figs", study="other", formats=("png",))
     assert set(runs_frame([tmp_path], where={"method": "dc3"})["method"]) == {"dc3"}  # WHERE= filters the loader
@@ -144,7 +144,7 @@ def test_legacy_csv_study_draws_without_training_curves_and_says_so(runs, tmp_pa
     legacy.to_csv(folder / "runs.csv", index=False)
     written = make_figures(folder / "runs.csv", tmp_path / "figs", study="paper", formats=("png",))
     names = {p.name for p in written}
-    assert names == {"captions.md", "dcopf_14_lp_gap_time.png", "dcopf_14_lp_violations.png"}  # no curves to draw
+    assert names == {"captions.md", "dcopf_14_lp_gap_time.png", "dcopf_14_lp_gap_violation.png", "dcopf_14_lp_violations.png"}  # no curves to draw
     captions = (tmp_path / "figs" / "captions.md").read_text()
     assert "trainer: not recorded" in captions  # a legacy row stores no config
     assert f"no training curves for {len(runs)} run(s) without an `epochs.csv`" in captions

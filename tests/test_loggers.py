@@ -134,8 +134,9 @@ def test_wandb_labels_group_by_study_and_name_the_run():
     labels = wandb_labels(config, variant="gradient=ste")
     assert labels == {
         "name": "dcopf_14-proposed-gradient_ste-seed2", "group": "table_lp",
-        "tags": ["dcopf_14", "proposed", "lp", "standard", "trainer=fast"],
+        "tags": ["dcopf_14", "proposed", "lp", "standard", "trainer=fast"], "job_type": "train",
     }
+    assert wandb_labels({**config, "evaluated": {"run_dir": "r"}})["job_type"] == "eval"  # evaluate.py's records
     assert wandb_labels({**config, "study": "my-sweep"})["group"] == "my-sweep"  # the study wins
     assert wandb_labels({**config, "experiment": ""})["group"] == "default"  # results.study_of: never ungrouped
     assert wandb_labels(config)["name"] == "dcopf_14-proposed-seed2"

@@ -276,7 +276,7 @@ def test_make_tables_cli_renders_each_study_and_the_paper_study_byte_for_byte(tm
         cwd=root, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 1 and "study mine: " in done.stderr and "differ in trainer.lr: 0.001, 0.01" in done.stderr
-    assert "study paper: 12 files" in done.stdout
+    assert "study paper: study.md, .tex, .csv and the paper layout (12 files)" in done.stdout
     for path in committed:
         assert (tmp_path / "out" / "paper" / path.name).read_bytes() == path.read_bytes(), path.name
 

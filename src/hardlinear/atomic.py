@@ -53,6 +53,22 @@ def disk_full(err: OSError, path: str | os.PathLike, needed: int | None) -> OSEr
     return DiskFull(err.errno, message)
 
 
+_UMASK: int | None = None
+
+
+def file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file: ``0o666`` less the process's umask.
+
+    Why: ``mkstemp`` creates its file with mode 0600, so every record, metric file and checkpoint was private
+    to its writer, and colleagues on a shared cluster file system could not read them. Read once per process
+    (``os.umask`` can only be read by setting it)."""
+    global _UMASK
+    if _UMASK is None:
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return 0o666 & ~_UMASK
+
+
 def fsync_dir(folder: str | os.PathLike) -> None:
     """Make a rename in ``folder`` durable (POSIX); a no-op where folders cannot be opened."""
     try:
@@ -82,6 +98,7 @@ def create_exclusive_bytes(path: str | os.PathLike, data: bytes, durable: bool =
     except OSError as err:
         raise disk_full(err, path, len(data)) from None
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -119,7 +136,8 @@ def _create_exclusive_in_place(path: Path, data: bytes) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = False) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); returns the path.
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); returns the path. The file gets the
+    permissions the umask gives (``file_mode``), as a plain write would.
 
     On any error (a full disk: ``OSError(ENOSPC)`` or ``EFBIG``) the temporary file is removed and the error
     raised, and ``path`` is left as it was."""
@@ -130,6 +148,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = Fal
     except OSError as err:
         raise disk_full(err, path, len(data)) from None
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -31,6 +31,8 @@ from typing import Any
 import torch
 
 from hardlinear.atomic import atomic_write_bytes
+from hardlinear.harness.content import changed_files
+from hardlinear.harness.reload import mismatch_message, pinned_threads, probe_tolerance, thread_info
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,8 @@ FORMAT_VERSION = 1
 PROBE_ROWS = 16
 """Validation inputs whose predictions are stored with the checkpoint and replayed on reload."""
 PROBE_RTOL = 1e-12
-"""Largest relative difference (to the probe's largest magnitude) a reload may show; 0 in practice (the
-same float64 operations on the same tensors), kept above 0 for BLAS builds that order sums differently."""
+"""The probe tolerance before it was derived from the computation's rounding (``harness.reload.probe_tolerance``);
+kept for callers that name it."""
 
 
 class CheckpointError(RuntimeError):
@@ -99,7 +101,8 @@ def save_checkpoint(
         xi = probe_xi[:PROBE_ROWS].detach().to(torch.float64)
         device = _device_of(method)
         y = method.predict(xi.to(device)).y
-        probe = {"xi": xi.cpu().clone(), "y": y.detach().to("cpu", torch.float64).clone(), "fused": _fused_path(method)}
+        probe = {"xi": xi.cpu().clone(), "y": y.detach().to("cpu", torch.float64).clone(), "fused": _fused_path(method),
+                 "threads": thread_info()}
     payload = {
         "format": FORMAT_VERSION,
         "method": getattr(method, "name", type(method).__name__),
@@ -158,15 +161,25 @@ def load_run(
     run's resolved config. ``cache_dir`` overrides where the rule's cache is looked for (default: the run's).
     The stored config may name only this package's method classes (:mod:`hardlinear.harness.trusted`), checked
     before anything is built. A checkpoint without its probe is refused unless ``allow_missing_probe`` (then
-    with a warning): nothing else shows that the weights are the run's.
+    with a warning): nothing else shows that the weights are the run's. Set-up and check run with the run's
+    ``threads`` (``harness.reload.pinned_threads``); a problem file whose content changed since the run is refused
+    when ``verify``.
     """
-    from hardlinear.methods.base import Context, check_dtype
-
     payload = read_checkpoint(run_dir)
     config = payload.get("config")
     method = _trusted_method(config, run_dir)  # before the problem is built: nothing runs for an untrusted file
     if verify:
         _require_probe(payload, run_dir, allow_missing_probe)
+    changed = changed_files(config) if verify else []
+    if changed:
+        raise CheckpointError(f"{run_dir}: the problem this model was trained on is not the one on disk: {'; '.join(changed)}")
+    with pinned_threads(config.get("threads", 1)):  # the structure rebuilt (SVD of G, the rule) as the run built it
+        return _load_pinned(run_dir, payload, config, method, device, cache_dir, verify)
+
+
+def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], method, device: str, cache_dir, verify: bool):
+    from hardlinear.methods.base import Context, check_dtype
+
     problem = problem_from_config(config)
     ctx = Context(
         cache_dir=str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache")),
@@ -241,31 +254,38 @@ def _fused_path(method) -> bool | None:
 
 @torch.no_grad()
 def verify_probe(method, probe: dict[str, torch.Tensor], run_dir: str | os.PathLike = "") -> float:
-    """Replay the stored probe; returns the largest relative difference, raises above :data:`PROBE_RTOL`.
+    """Replay the stored probe; returns the largest relative difference, raises (:class:`CheckpointError`, saying
+    where and by how much) above the rounding bound ``harness.reload.probe_tolerance``.
 
     The replay takes the inference path the probe was recorded with (fused or not). A probe without that record
-    (checkpoints before it) is replayed by the method's current path, then by the other one: a model saved when
-    fusion was refused for it (e.g. a null space wider than the last hidden layer, before that was allowed)
-    reloads with the path that reproduces it, and the method keeps that path."""
+    (checkpoints before it) is replayed by both paths: a model saved when fusion was refused for it (e.g. a null
+    space wider than the last hidden layer, before that was allowed) reloads with the path that reproduces it
+    most closely, and the method keeps that path."""
     device = _device_of(method)
+    tolerance, how = probe_tolerance(getattr(method, "run_config", {}) or {}, _sizes(method))
     recorded, current = probe.get("fused"), getattr(method, "fused_inference", None)
     paths = [recorded] if recorded is not None else [None] if current is None else [current, not current]
-    diffs = []
+    diffs, outputs = [], []
     for fused in paths:
         if fused is not None:
             method.fused_inference = bool(fused)
         y = method.predict(probe["xi"].to(device)).y.to("cpu", torch.float64)
         diffs.append(relative_difference(y, probe["y"]))
-        if diffs[-1] <= PROBE_RTOL:
-            if len(diffs) > 1:
-                log.info("%s: reproduced by the %s path (the checkpoint does not record which path it used)",
-                         run_dir, "fused" if fused else "unfused")
-            return diffs[-1]
-    raise CheckpointError(
-        f"the model reloaded from {run_dir} does not reproduce its saved outputs (largest relative "
-        f"difference {min(diffs):.3g} > {PROBE_RTOL:g}): the code or the rule changed since the run; "
-        "load_run(..., verify=False) loads it anyway"
-    )
+        outputs.append(y)
+    best = min(range(len(diffs)), key=diffs.__getitem__)
+    if paths[best] is not None:
+        method.fused_inference = bool(paths[best])
+    if diffs[best] <= tolerance:
+        if len(paths) > 1:
+            log.info("%s: reproduced by the %s path (the checkpoint does not record which path it used)",
+                     run_dir, "fused" if paths[best] else "unfused")
+        return diffs[best]
+    raise CheckpointError(mismatch_message(outputs[best], probe["y"], tolerance, how, probe.get("threads"), run_dir, diffs[best]))
+
+
+def _sizes(method) -> dict[str, int]:
+    problem = getattr(method, "problem", None)
+    return problem.sizes() if problem is not None and hasattr(problem, "sizes") else {}
 
 
 # --- export --------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Per-run loggers with one interface: a CSV log that is always on, and W&B when asked.
 
 Methods: ``log_config(dict)``, ``log_epoch(epoch, metrics)``, ``log_final(metrics)``, ``log_table(name, df)``,
-``log_checkpoint(path, metadata)``, ``finish()``. Metric keys are the project's ``split/metric`` names, unchanged, so the CSV log, W&B and the
+``log_checkpoint(path, metadata)``, ``log_status(status)`` (status, reason and identity: the W&B summary), ``finish()``. Metric keys are the project's ``split/metric`` names, unchanged, so the CSV log, W&B and the
 results CSV agree. W&B runs offline unless ``mode`` or ``$WANDB_MODE`` says otherwise (no account needed;
 ``wandb sync <run dir>/wandb/offline-run-*`` uploads later), and wandb is imported only when used.
 
@@ -108,6 +108,9 @@ class CSVLogger:
     def log_checkpoint(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
         """The checkpoint already lives in the run directory; nothing to copy."""
 
+    def log_status(self, status: Mapping[str, Any]) -> None:
+        """The record in the run directory says it already."""
+
     def finish(self) -> None:
         """Nothing is held open; kept for the common interface."""
 
@@ -122,7 +125,8 @@ def wandb_labels(config: Mapping[str, Any], variant: str = "") -> dict[str, Any]
     """``name``, ``group`` and ``tags`` of a run's W&B run, from its resolved config.
 
     group: the study (``results.study_of``: ``study``, else the experiment, else ``default``); name: ``problem-method[-variant]-seedN``
-    (readable in a sweep's list); tags: problem, method, objective, form and ``trainer=<name>``."""
+    (readable in a sweep's list); tags: problem, method, objective, form and ``trainer=<name>``; job_type: ``train``,
+    or ``eval`` for a re-evaluation of a saved model."""
     problem = dict(config.get("problem") or {})
     method = dict(config.get("method") or {})
     trainer = dict(config.get("trainer") or {})
@@ -136,6 +140,7 @@ def wandb_labels(config: Mapping[str, Any], variant: str = "") -> dict[str, Any]
         "name": "-".join(p for p in parts if p),
         "group": study_of(config),
         "tags": [str(t) for t in dict.fromkeys(tags) if t],
+        "job_type": "eval" if config.get("evaluated") else "train",  # evaluate.py's records carry `evaluated`
     }
 
 
@@ -156,6 +161,7 @@ class WandbLogger:
         tags: Sequence[str] | None = None,
         log_checkpoint: bool = False,
         verbose: bool = False,
+        job_type: str = "train",
     ) -> None:
         mode = mode or os.environ.get("WANDB_MODE") or "offline"
         if mode not in ("offline", "online", "disabled", "shared"):
@@ -171,7 +177,7 @@ class WandbLogger:
         settings = wandb.Settings(console="off", silent=True) if not verbose else wandb.Settings(console="auto")
         self.run = wandb.init(
             dir=str(self.run_dir), project=project, mode=mode, config=dict(config) if config else None, name=name,
-            group=group, tags=list(tags) if tags else None, settings=settings,
+            group=group, tags=list(tags) if tags else None, settings=settings, job_type=job_type,
         )
         self.run.define_metric("epoch")
         for prefix in ("train/*", "val/*"):
@@ -197,6 +203,11 @@ class WandbLogger:
         artifact = self._wandb.Artifact(f"model-{self.run.id}", type="model", metadata=dict(metadata or {}))
         artifact.add_file(str(path))
         self.run.log_artifact(artifact)
+
+    def log_status(self, status: Mapping[str, Any]) -> None:
+        """The run's status, reason and identity (study, identity hash, problem content) in its summary, so the
+        W&B table filters on what the record says."""
+        self.run.summary.update({k: _json_default(v) for k, v in status.items()})
 
     def finish(self) -> None:
         self.run.finish()
@@ -238,6 +249,10 @@ class MultiLogger:
     def log_checkpoint(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
         for lg in self.loggers:
             lg.log_checkpoint(path, metadata)
+
+    def log_status(self, status: Mapping[str, Any]) -> None:
+        for lg in self.loggers:
+            lg.log_status(status)
 
     def finish(self) -> None:
         for lg in self.loggers:

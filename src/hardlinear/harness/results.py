@@ -45,10 +45,10 @@ version no longer count as done, so resume reruns them. Version 1 is the CSV sto
 
 RECORD_FILE = "record.json"
 RECORD_SCHEMA = "hardlinear-record/1"
-STATUSES: tuple[str, ...] = ("ok", "diverged", "skipped", "not_applicable", "failed")
+STATUSES: tuple[str, ...] = ("ok", "diverged", "skipped", "not_applicable", "failed", "interrupted")
 """``ok``; ``diverged`` (non-finite loss, or metrics beyond ``eval.diverged_gap`` / ``eval.diverged_viol``);
 ``skipped`` (a solver missing or its licence refusing); ``not_applicable`` (``NotApplicable`` from setup);
-``failed`` (any other error)."""
+``failed`` (any other error); ``interrupted`` (Ctrl-C: rerun by resume)."""
 DONE_STATUSES = frozenset({"ok", "diverged", "not_applicable"})
 """Statuses that resume counts as done. ``skipped`` and ``failed`` are rerun: a licence may be installed and a
 bug fixed since, and neither has a result to keep."""

@@ -29,8 +29,11 @@ from hardlinear.data import atomic_write_bytes, build_dataset
 from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
 from hardlinear.harness import results
 from hardlinear.harness.checkpoint import save_checkpoint
+from hardlinear.harness.content import short_digest, with_content
+from hardlinear.harness.last_state import read_last, resume_problem, save_last
 from hardlinear.harness.loggers import results_table
 from hardlinear.harness.preflight import check_batch_memory, setup_method
+from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.problems import build_problem
@@ -90,18 +93,29 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     """Execute one configured run and write its record; returns the results row, or None when skipped
     because its identity is already recorded or the run has no result (solver unavailable, not applicable).
 
+    The run computes with ``threads`` threads in torch's pool and numpy's BLAS pool, also when called inside a
+    process whose pools are larger (``harness.reload.pinned_threads``), so that ``load_run`` rebuilds its structure
+    with the same rounding.
+
     Every run that starts writes one record in ``run_dir`` (``results.write_record``): ``ok``, ``diverged``
     (non-finite loss, or metrics beyond ``eval.diverged_*``), ``skipped``, ``not_applicable`` or ``failed``
     (then the error is raised again)."""
     validate_config(cfg)  # before any work: bad keys, types, ranges and choices fail here
-    run_dir = Path(run_dir)
+    with pinned_threads(cfg.threads):
+        return _run(cfg, Path(run_dir))
+
+
+def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
     unusable = output_path_problem(str(run_dir), "folder")
     if unusable:  # Hydra has made it by now; a caller of run() may pass anything
         raise ConfigError([f"run directory {str(run_dir)!r} {unusable} (set hydra.run.dir=...)"])
+    resume = cfg.trainer.get("resume")
+    if resume and resume_problem(str(resume)):
+        raise ConfigError([resume_problem(str(resume))])
     torch.set_num_threads(int(cfg.threads))
     torch.manual_seed(int(cfg.seed))  # only for modules' default initialisation; sampling uses generators
     dtype = check_dtype(cfg.dtype)
-    config = resolved_dict(cfg)
+    config = with_content(resolved_dict(cfg))  # a problem file enters the identity by its sha256
     ident = results.identity(config)
     if not cfg.rerun:
         found = results.find_recorded(str(cfg.results_dir), ident, study=results.study_of(config))
@@ -109,13 +123,14 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
             path, body = found
             print(f"[hardlinear] skip: this configuration (identity {ident}) is already recorded in study {body['study']} (status {body['status']}) "
                   f"in {path}; add rerun=true to run it again", flush=True)
+            remove_unused_run_dir(run_dir)
             return None
     if (run_dir / results.RECORD_FILE).exists():
         raise FileExistsError(f"{run_dir / results.RECORD_FILE} exists: records are never rewritten; give the run a new "
                               "directory (hydra.run.dir=...) or leave Hydra's dated default")
 
     record = {"identity": ident, "study": results.study_of(config), "config": config, "provenance": provenance(str(cfg.device))}
-    identity = config_identity(cfg, run_dir, ident)
+    identity = config_identity(cfg, run_dir, ident, short_digest(config))
     try:
         problem = problem_from_config(cfg)
         method = instantiate(cfg.method, _convert_="all")
@@ -136,25 +151,49 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
         loggers = results_loggers(cfg, run_dir, config, variant=identity["variant"])
         try:
             return _execute(cfg, problem, method, ctx, identity, loggers, record)
+        except BaseException as err:
+            _record_error(run_dir, record, identity, err, loggers)
+            raise
         finally:
             loggers.finish()  # also on errors: an offline W&B run is closed, not left open
-    except Exception as err:
-        if not (run_dir / results.RECORD_FILE).exists():  # an error after the record was written is not a failed run
-            reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-            _write_failed(run_dir, record, identity, reason)
+    except BaseException as err:  # before the loggers existed (or Ctrl-C): the record still says what happened
+        _record_error(run_dir, record, identity, err)
         raise
 
 
-def _write_failed(run_dir: Path, record: dict, identity: dict, reason: str) -> None:
-    """The ``failed`` record; if it cannot be written either (the disk that failed the run is full), say so in
-    one line and let the run's own error be the one raised (no second traceback chained to it)."""
+def _record_error(run_dir: Path, record: dict, identity: dict, err: BaseException, loggers=None) -> None:
+    """Record a run that ended on an error as ``failed`` (or on Ctrl-C as ``interrupted``), once: an error after the
+    record was written is not a failed run. ``SystemExit`` is left alone."""
+    if isinstance(err, SystemExit) or (run_dir / results.RECORD_FILE).exists():
+        return
+    if isinstance(err, KeyboardInterrupt):
+        status, reason = "interrupted", "KeyboardInterrupt: stopped by Ctrl-C (or SIGINT) before it finished"
+    else:
+        status, reason = "failed", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     try:
-        _write(run_dir, record, identity, "failed", reason)
-    except OSError as err:
-        print(f"[hardlinear] the failed run could not be recorded either: {err.strerror or err}", file=sys.stderr, flush=True)
+        _write(run_dir, record, identity, status, reason, loggers=loggers)
+    except Exception as write_err:  # noqa: BLE001 - the original error matters more; say why there is no record
+        print(f"[hardlinear] could not record the {status} run in {run_dir}: {write_err}", file=sys.stderr, flush=True)
 
 
-def config_identity(cfg: DictConfig, run_dir: Path, ident: str) -> dict:
+HYDRA_ONLY = frozenset({".hydra", "run.log"})
+"""What Hydra puts in a run directory before the run starts: a skipped run leaves only these, and they go."""
+
+
+def remove_unused_run_dir(run_dir: Path) -> None:
+    """Remove the directory Hydra made for a run that was skipped, when it holds nothing but Hydra's own files
+    (a folder the user chose with other contents is left alone); its parent sweep directory too, once empty
+    but for Hydra's ``multirun.yaml``."""
+    import shutil
+
+    try:
+        if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= HYDRA_ONLY:
+            shutil.rmtree(run_dir)
+    except OSError:
+        pass  # a directory left behind is untidy, not wrong
+
+
+def config_identity(cfg: DictConfig, run_dir: Path, ident: str, problem_sha256: str = "") -> dict:
     """The identity columns known from the config alone (before the problem and method are built): what a
     record of a run that failed early still says."""
     return {
@@ -163,7 +202,7 @@ def config_identity(cfg: DictConfig, run_dir: Path, ident: str) -> dict:
         "method": str(cfg.method.get("name", "")), "variant": str(cfg.method.get("solver", "") or ""),
         "seed": int(cfg.seed), "penalty": cfg.method.get("penalty", ""), "pretrain_epochs": int(cfg.trainer.get("pretrain_epochs", 0)),
         "experiment": str(cfg.experiment or ""), "git_sha": git_sha(), "device": str(cfg.device), "dtype": str(cfg.dtype),
-        "run_dir": str(run_dir), "config_hash": ident,
+        "run_dir": str(run_dir), "config_hash": ident, "problem_sha256": problem_sha256,
     }
 
 
@@ -180,10 +219,14 @@ def provenance(device: str) -> dict:
     }
 
 
-def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None) -> dict:
-    """Write the run's record (``results.write_record``) and return its row."""
+def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None, loggers=None) -> dict:
+    """Write the run's record (``results.write_record``) and return its row; the loggers get its status (W&B's
+    summary: status, reason, study, identity, problem content)."""
     row = {**identity, "timestamp": _now(), "status": status, **(metrics or {})}
     results.write_record(run_dir, {**record, "status": status, "reason": reason, "row": row})
+    if loggers is not None:
+        loggers.log_status({"status": status, "reason": reason, "study": record["study"], "identity": record["identity"],
+                            "problem_sha256": identity.get("problem_sha256", "")})
     return row
 
 
@@ -205,24 +248,26 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         supervised = None
         if method.trainable and method.supervised:
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
-        fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised)
-        checkpoint = save_checkpoint(run_dir, method, resolved_dict(cfg), probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
+        resume_state = read_last(trainer_cfg.resume, record["config"]) if trainer_cfg.resume and method.trainable else None
+        fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised, resume_state=resume_state,
+                    on_state=lambda state: save_last(run_dir, state, record["config"]))
+        checkpoint = save_checkpoint(run_dir, method, record["config"], probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
         # --- evaluation (timed on the test set) ---
         metrics = evaluate_method(method, problem, test, ctx, eval_cfg)
     except SolverUnavailable as err:
         reason = str(err).splitlines()[0]
         print(f"[hardlinear] SKIPPED {label}: {reason}", file=sys.stderr, flush=True)
-        _write(run_dir, record, identity, "skipped", reason)
+        _write(run_dir, record, identity, "skipped", reason, loggers=loggers)
         return None
     except NotApplicable as err:
         reason = " ".join(str(err).split()) or "the method does not apply to this problem"
         print(f"[hardlinear] NOT APPLICABLE {label}: {reason}", file=sys.stderr, flush=True)
-        _write(run_dir, record, identity, "not_applicable", reason)
+        _write(run_dir, record, identity, "not_applicable", reason, loggers=loggers)
         return None
     except TrainingDiverged as err:
         reason = f"TrainingDiverged: {str(err).splitlines()[0]}"
         print(f"[hardlinear] DIVERGED {label}: {reason}", file=sys.stderr, flush=True)
-        return _write(run_dir, record, identity, "diverged", reason)
+        return _write(run_dir, record, identity, "diverged", reason, loggers=loggers)
     metrics.update({"train/time_s": fit.time_s, "offline/time_s": offline_s, "offline/t_star": getattr(method, "t_star", float("nan"))})
     metrics["train/best_epoch"] = fit.best_epoch
     # wall time per epoch (validation included): what separates per-instance-solver layers from one-pass ones
@@ -236,7 +281,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     diverged = divergence_reason(metrics, eval_cfg)
     status = "diverged" if diverged else "ok"
     atomic_write_bytes(run_dir / "metrics.json", json.dumps({**identity, "status": status, **metrics}, indent=2, default=float).encode())
-    row = _write(run_dir, record, identity, status, diverged or "", metrics)
+    row = _write(run_dir, record, identity, status, diverged or "", metrics, loggers=loggers)
     loggers.log_final(metrics)
     loggers.log_table("results", results_table(row))
     loggers.log_checkpoint(checkpoint, {"run_dir": str(run_dir), "config_hash": identity["config_hash"]})
@@ -269,9 +314,23 @@ def results_loggers(cfg: DictConfig, run_dir: Path, config: dict, variant: str =
 
 
 
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, FileExistsError, ValueError)
+"""Errors whose message is the whole story (a bad config, a missing or malformed file): printed as one line, with
+the traceback only when ``HYDRA_FULL_ERROR=1`` (as Hydra does)."""
+
+
+def full_errors() -> bool:
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def error_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if not isinstance(err, ConfigError) else str(err)
+
+
 def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
-    """``run`` for one job of a sweep: an error is printed with its traceback (``run`` has recorded the run as
-    ``failed`` with the reason), so the other runs of the sweep go on."""
+    """``run`` for one job of a sweep: an error is printed (with its traceback unless it is an expected one, and
+    always with ``HYDRA_FULL_ERROR=1``; ``run`` has recorded the run as ``failed`` with the reason), so the other
+    runs of the sweep go on. Ctrl-C ends the sweep (the run is recorded ``interrupted``)."""
     import traceback
 
     try:
@@ -279,7 +338,8 @@ def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     except DiskFull:
         raise  # every later run would fail the same way: the sweep ends with one line (run.py)
     except Exception as err:  # noqa: BLE001 - the sweep must outlive one broken run
-        traceback.print_exc()
+        if full_errors() or not isinstance(err, EXPECTED_ERRORS):
+            traceback.print_exc()
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         print(f"[hardlinear] FAILED run in {run_dir}: {reason}", file=sys.stderr, flush=True)
         return None

@@ -9,7 +9,9 @@ summary come from those records, by status.
 
 from __future__ import annotations
 
+import logging
 import math
+import sys
 import threading
 import time
 from collections import Counter
@@ -51,6 +53,30 @@ def sweep_statuses(sweep_dir: str | Path) -> Counter:
     return counts
 
 
+def sweep_summary(counts: Counter, total: int, seconds: float, sweep_dir: Path | None) -> str:
+    """The sweep's one closing line: how many runs it recorded (by status), and how many it skipped because they
+    were recorded before. A sweep that skipped everything says so, and nothing else."""
+    recorded = sum(counts.values())
+    skipped = max(total - recorded, 0)
+    if recorded == 0 and total:
+        return (f"[hardlinear] sweep finished in {seconds:.0f} s: all {total} runs were already recorded; nothing ran "
+                "(rerun=true runs them again)")
+    by_status = ", ".join(f"{s} {counts[s]}" for s in (*results.STATUSES, "unreadable") if counts[s]) or "none"
+    return (f"[hardlinear] sweep finished in {seconds:.0f} s: {recorded} of {total or '?'} runs recorded in {sweep_dir} "
+            f"({by_status})" + (f"; {skipped} skipped, already recorded before (rerun=true runs them again)" if skipped else ""))
+
+
+def remove_empty_sweep_dir(sweep_dir: Path | None) -> None:
+    """A sweep directory left with nothing but Hydra's ``multirun.yaml`` (every run skipped) is removed."""
+    import shutil
+
+    try:
+        if sweep_dir is not None and sweep_dir.is_dir() and {p.name for p in sweep_dir.iterdir()} <= {"multirun.yaml"}:
+            shutil.rmtree(sweep_dir)
+    except OSError:
+        pass
+
+
 class SweepProgress(Callback):
     """Prints ``[run i/N]`` before each job (basic launcher), a bar of finished runs, and a summary at the end."""
 
@@ -68,7 +94,33 @@ class SweepProgress(Callback):
 
     def __getstate__(self) -> dict:
         # Parallel launchers pickle the callbacks into each job; the bar and the poller stay with the parent.
-        return {**self.__dict__, "bar": None, "_stop": None, "_thread": None, "_lock": None}
+        return {**self.__dict__, "bar": None, "_stop": None, "_thread": None, "_lock": None, "_stdout": None}
+
+    # --- one clean bar in a terminal: every other line goes through tqdm.write, above it --------------------------
+    _stdout: Any = None
+
+    def _route_output(self) -> None:
+        """Send ``print`` and the log handlers that write to the terminal's stdout through ``tqdm.write``, which
+        clears the bar, writes the line and draws the bar again (Hydra's ``[HYDRA] #3 : ...`` lines and the runs'
+        own lines overwrote it). Hydra configures logging again for every job, so this runs at each job start."""
+        from tqdm.contrib import DummyTqdmFile
+
+        if self._stdout is None:
+            self._stdout = sys.stdout
+            sys.stdout = DummyTqdmFile(self._stdout)
+        loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+        for lg in loggers:
+            for handler in lg.handlers:
+                if type(handler) is logging.StreamHandler and handler.stream in (self._stdout, sys.__stdout__):
+                    handler.setStream(sys.stdout)
+
+    def _restore_output(self) -> None:
+        if self._stdout is not None:
+            sys.stdout, self._stdout = self._stdout, None
+            for lg in [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]:
+                for handler in lg.handlers:
+                    if type(handler) is logging.StreamHandler and getattr(handler.stream, "_wrapped", None) is not None:
+                        handler.setStream(handler.stream._wrapped)
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -85,6 +137,8 @@ class SweepProgress(Callback):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         # disable=None: no bar when the output is not a terminal; the poller prints one line per run instead
         self.bar = tqdm(total=self.total or None, desc="sweep", unit="run", position=1, leave=True, disable=None)
+        if not self.bar.disable:
+            self._route_output()
         launcher = str(config.hydra.launcher.get("_target_", "")) if config.hydra.get("launcher") else ""
         if launcher and not launcher.endswith("BasicLauncher"):  # jobs in other processes: follow their records
             self._stop = threading.Event()
@@ -103,11 +157,13 @@ class SweepProgress(Callback):
             self.bar.update(finished - self.done)
             self.done = finished
             if self.bar.disable:
-                print(f"[sweep] {self.done}/{self.total or '?'} runs recorded", flush=True)
+                print(f"[sweep] {self.done}/{self.total or '?'} runs done", flush=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.bar is None:
             return
+        if not self.bar.disable:
+            self._route_output()
         choices = config.hydra.runtime.choices
         print(
             f"\n[run {self.done + 1}/{self.total or '?'}] problem={choices.get('problem')} method={choices.get('method')} "
@@ -129,11 +185,6 @@ class SweepProgress(Callback):
         recorded = sum(counts.values())
         self._advance(recorded)
         self.bar.close()
-        by_status = ", ".join(f"{s} {counts[s]}" for s in (*results.STATUSES, "unreadable") if counts[s]) or "none"
-        unrecorded = max(self.total - recorded, 0)
-        print(
-            f"[hardlinear] sweep finished in {time.perf_counter() - self.t0:.0f} s: {recorded} of {self.total or '?'} runs "
-            f"recorded in {self.sweep_dir} ({by_status})"
-            + (f"; {unrecorded} wrote no record here (already recorded: see their 'skip:' lines; or killed)" if unrecorded else ""),
-            flush=True,
-        )
+        self._restore_output()
+        print(sweep_summary(counts, self.total, time.perf_counter() - self.t0, self.sweep_dir), flush=True)
+        remove_empty_sweep_dir(self.sweep_dir)

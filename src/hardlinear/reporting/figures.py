@@ -27,6 +27,7 @@ from hardlinear.reporting import paper_reference as paper
 from hardlinear.reporting.labels import method_label, method_order, problem_title
 from hardlinear.reporting.paper_tables import MAIN_METRICS, PAPER_LABELS, PENALTY_EXPERIMENT
 from hardlinear.reporting.stats import of_key, one_per_seed, summarize, with_keys
+from hardlinear.reporting.study_table import FEASIBILITY_TOL
 
 VIOLATION_LINTHRESH = 1e-10
 """Symmetric-log axes of violations are linear below this: a zero sits at zero, float64 rounding (~1e-16)
@@ -73,12 +74,28 @@ def _subtitle(runs, study: str) -> str:
     return f"study: {study}  |  trainer: {', '.join(trainers)}"
 
 
-def _blocks(runs) -> list[tuple[str, str, str]]:
-    return sorted({(str(p), str(o), str(f)) for p, o, f in zip(runs["problem"], runs["objective"], runs["form"])})
+def _contents(runs) -> list[str]:
+    """Each row's problem content (the first 12 hex digits of its file's sha256; "" for a problem not from a file)."""
+    if "problem_sha256" not in runs.columns:
+        return [""] * len(runs)
+    return ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in runs["problem_sha256"]]
 
 
-def _block(runs, problem: str, objective: str, form: str):
-    return runs[(runs["problem"] == problem) & (runs["objective"] == objective) & (runs["form"] == form)]
+def _blocks(runs) -> list[tuple[str, str, str, str]]:
+    """(problem, objective, form, content) of each figure: two files under one name are two figures."""
+    return sorted(set(zip(runs["problem"].astype(str), runs["objective"].astype(str), runs["form"].astype(str), _contents(runs))))
+
+
+def _block(runs, problem: str, objective: str, form: str, content: str = ""):
+    same = runs["problem"].index.isin(runs.index[[c == content for c in _contents(runs)]])
+    return runs[(runs["problem"] == problem) & (runs["objective"] == objective) & (runs["form"] == form) & same]
+
+
+def _file_names(sub) -> str:
+    col = "cfg.problem.path"
+    if col not in sub.columns:
+        return "?"
+    return ", ".join(sorted({Path(str(v)).name for v in sub[col] if isinstance(v, str) and v})) or "?"
 
 
 def _series(sub) -> list[tuple[str, object]]:
@@ -149,13 +166,19 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     gaps = []
+    flagged = False
     for label, s in points:
         i, t, g = index[label], s.mean["test/time_ms"], s.mean["test/gap_mean"]
         gaps.append(g)
         xerr = s.std["test/time_ms"] if s.seeds > 1 else None
         yerr = s.std["test/gap_mean"] if s.seeds > 1 else None
+        worst = worst_violation(s)
+        bad = worst > FEASIBILITY_TOL
         ax.errorbar(t, g, xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], color=color(i), capsize=3,
-                    label=f"{label} ({s.seeds})")
+                    label=f"{label} ({s.seeds})" + (f" INFEASIBLE, worst viol. {worst:.1e}" if bad else ""))
+        if bad:  # a negative gap of an infeasible method is not a win: cross it out
+            flagged = True
+            ax.plot(t, g, "x", color="red", ms=13, mew=2.0, zorder=5)
         if len(points) == 1:  # one dot alone: say what it is beside it
             ax.annotate(f"{label}: {g:.2f} %", (t, g), textcoords="offset points", xytext=(6, 6), fontsize=8)
     for label, ref in refs.items():
@@ -180,7 +203,61 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
     if refs:
         handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="0.35", ms=8))
         labels.append("hollow: the paper (other hardware)")
+    if flagged:
+        handles.append(Line2D([], [], marker="x", ls="", color="red", ms=9, mew=2.0))
+        labels.append(f"red x: infeasible (worst violation > {FEASIBILITY_TOL:g}); its gap is no win")
     ax.legend(handles, labels, fontsize=7, title="method (seeds)", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def worst_violation(stats) -> float:
+    """The larger of a row's worst equality and inequality violations (means over seeds); 0 when not recorded."""
+    values = [stats.mean.get(c, math.nan) for c in ("test/eq_viol_worst", "test/ineq_viol_worst")]
+    values = [v for v in values if not math.isnan(v)]
+    return max(values) if values else 0.0
+
+
+def gap_violation_figure(runs, title: str, subtitle: str = ""):
+    """The field's view: each seed's mean gap (%) against its worst constraint violation (the larger of equality
+    and inequality, relative norm, symmetric-log axis, zero drawn at zero), one marker per method and seed; the
+    region beyond ``FEASIBILITY_TOL`` is shaded: a point there violates the constraints, whatever its gap.
+    ``runs``: one study's ok rows of one problem. None when no run has the metrics."""
+    from matplotlib.figure import Figure
+
+    sub = with_keys(runs)
+    keys = sorted(set(sub["_key"]), key=method_order)
+    if not keys:
+        return None
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    drawn = xmax = 0
+    for i, key in enumerate(keys):
+        rows = one_per_seed(of_key(sub, key))
+        xs, ys = [], []
+        for row in rows.to_dict("records"):
+            viol = [float(row.get(c, math.nan)) for c in ("test/eq_viol_worst", "test/ineq_viol_worst")]
+            viol = [v for v in viol if not math.isnan(v)]
+            gap = float(row.get("test/gap_mean", math.nan))
+            if viol and not math.isnan(gap):
+                xs.append(max(viol))
+                ys.append(gap)
+        if xs:
+            drawn += 1
+            xmax = max(xmax, *xs)
+            ax.plot(xs, ys, MARKERS[i % len(MARKERS)], ls="", color=color(i), label=f"{method_label(key)} ({len(xs)})")
+    if not drawn:
+        return None
+    ax.set_xscale("symlog", linthresh=VIOLATION_LINTHRESH, linscale=0.6)
+    ax.set_xlim(left=-0.25 * VIOLATION_LINTHRESH, right=max(10 * xmax, 10 * FEASIBILITY_TOL))
+    ax.axvspan(FEASIBILITY_TOL, ax.get_xlim()[1], color="red", alpha=0.08, lw=0)
+    ax.axvline(FEASIBILITY_TOL, color="red", lw=0.8, ls="--")
+    ax.text(FEASIBILITY_TOL, 1.0, f" infeasible (> {FEASIBILITY_TOL:g})", transform=ax.get_xaxis_transform(), color="red",
+            fontsize=7, va="top")
+    ax.set_xlabel(f"worst constraint violation, relative norm (symlog; 0 at zero, linear below {VIOLATION_LINTHRESH:g})")
+    ax.set_ylabel("relative suboptimality: mean gap over the test set (%)")
+    _titles(fig, ax, title, subtitle)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, title="method (seeds)", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -323,12 +400,14 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     captions: list[str] = []
-    for problem, objective, form in _blocks(runs):
-        sub = _block(runs, problem, objective, form)
+    for problem, objective, form, content in _blocks(runs):
+        sub = _block(runs, problem, objective, form, content)
         series = _series(sub)
         suffix = "" if form in ("", "standard") else f"_{form}"
-        stem = f"{problem}_{objective}{suffix}"
+        stem = f"{problem}_{objective}{suffix}" + (f"_{content}" if content else "")
         title = problem_title(problem, objective) + ("" if not suffix else f" ({form} form)")
+        if content:  # the file's name and content: two files under one name never share a figure
+            title += f" [{_file_names(sub)}, sha256 {content}]"
         subtitle = _subtitle(sub, study)
         reference = paper_points(problem, objective)
         fig = gap_time_figure(series, title, subtitle, reference)
@@ -338,7 +417,17 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
                 f"- `{stem}_gap_time`: {title} ({subtitle}). Mean optimality gap against mean time per instance at "
                 "batch 1 (log axis), one marker per method; error bars are standard deviations over seeds (their "
                 "number in the legend). Hollow grey markers: the paper's figures (its times are on a T4 GPU and an "
-                "M2 Pro CPU, not comparable with ours)."
+                "M2 Pro CPU, not comparable with ours). A red x and INFEASIBLE in the legend: the method's worst "
+                f"violation exceeds {FEASIBILITY_TOL:g}, so a low or negative gap is not a win."
+            )
+        fig = gap_violation_figure(sub, title, subtitle)
+        if fig is not None:
+            written += _save(fig, out_dir, f"{stem}_gap_violation", formats)
+            captions.append(
+                f"- `{stem}_gap_violation`: {title} ({subtitle}). Each seed's mean optimality gap against its worst "
+                f"constraint violation (equality or inequality, relative norm; symmetric-log axis with zero at zero), "
+                f"one marker per method and seed. The shaded region beyond {FEASIBILITY_TOL:g} is infeasible: a point "
+                "there violates the constraints, so its gap (negative ones included) is not comparable."
             )
         fig = violation_figure(series, title, subtitle, reference)
         if fig is not None:

@@ -86,7 +86,7 @@ def render_markdown(table: Table) -> str:
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
     "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
-    "†": r"\dag{}",
+    "†": r"\dag{}", "±": r"$\pm$",
 }
 
 

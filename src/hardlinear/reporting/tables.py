@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 
-NO_RESULT_STATUSES = ("skipped", "failed", "not_applicable", "superseded")
+NO_RESULT_STATUSES = ("skipped", "failed", "not_applicable", "superseded", "interrupted")
 """Statuses of runs without metrics: their reasons fill rows that have no run ("not run: ...")."""
 
 

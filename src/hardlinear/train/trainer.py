@@ -16,6 +16,7 @@ import copy
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -68,6 +69,10 @@ class TrainerConfig:
     spent, the current epoch ends early and training stops (``TrainResult.epochs`` says how far it got). None:
     no budget, ``epochs`` decides. For methods too slow for the schedule (the end-to-end projection layer);
     part of the run's identity like every trainer key, so a budgeted run never stands in for a full one."""
+    resume: str | None = None
+    """A run directory whose ``last.pt`` training continues from (read by the harness, which passes its state to
+    :func:`train`): the weights, the optimizer's moments, the sampling generator, the kept best checkpoint and the
+    epoch, so training goes on as if it had not stopped. None: start afresh."""
     val_every: int = 1
     """Validation metrics (the method's full inference) every this many epochs and at the end; the validation
     loss, which selects the checkpoint, is computed every epoch."""
@@ -161,8 +166,14 @@ def train(
     ctx: Context,
     loggers=None,
     supervised: Dataset | None = None,
+    resume_state: dict | None = None,
+    on_state: Callable[[dict], None] | None = None,
 ) -> TrainResult:
-    """Fit ``method`` in place; returns timings and the per-epoch history."""
+    """Fit ``method`` in place; returns timings and the per-epoch history.
+
+    ``on_state(state)`` is called every ``val_every`` epochs and after the last with the loop's whole state
+    (``training_state``); ``resume_state``, such a state saved by an earlier run, continues that run's training
+    from the epoch after it (the harness keeps it as ``last.pt``)."""
     from tqdm.auto import tqdm
 
     result = TrainResult()
@@ -181,8 +192,11 @@ def train(
             has_pretrain = method.pretrain_target(problem.sample(2, generator=ctx.generator(1))) is not None
     val_xi, val_y = val.xi.to(ctx.device, ctx.dtype), val.y.to(ctx.device, ctx.dtype)
     best_state = None
-    t_start = time.perf_counter()
-    bar = tqdm(range(cfg.epochs), desc=f"train {method.name}", disable=None if (cfg.progress and ctx.progress) else True, leave=False)  # None: off when not a terminal
+    start_epoch, time_before = 0, 0.0
+    if resume_state is not None:
+        start_epoch, time_before, best_state = _restore(resume_state, method, optimizer, gen, result, cfg)
+    t_start = time.perf_counter() - time_before
+    bar = tqdm(range(start_epoch, cfg.epochs), desc=f"train {method.name}", disable=None if (cfg.progress and ctx.progress) else True, leave=False)  # None: off when not a terminal
     for epoch in bar:
         phase = "supervised" if method.supervised else ("pretrain" if has_pretrain and epoch < cfg.pretrain_epochs else "train")
         # --- training ---
@@ -229,6 +243,12 @@ def train(
         result.history.append(record)
         if loggers is not None:
             loggers.log_epoch(epoch, record)
+        if bar.disable and "val/gap_mean" in record:  # no bar (a log file, progress=false): a line per validation
+            log.info("%s epoch %d/%d (%s): loss %.4g, val gap %.3f %%, val ineq viol %.2e, eq viol %.2e", method.name, epoch + 1,
+                     cfg.epochs, phase, record["train/loss"], record["val/gap_mean"], record.get("val/ineq_viol_mean", math.nan),
+                     record.get("val/eq_viol_mean", math.nan))
+        if on_state is not None and ((epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1 or result.budget_spent):
+            on_state(training_state(epoch, method, optimizer, gen, result, best_state, time.perf_counter() - t_start))
         if result.budget_spent:
             log.info("%s: time budget of %.0f s spent after %.2f of %d epochs", method.name, cfg.time_budget_s, result.epochs, cfg.epochs)
             break
@@ -238,6 +258,31 @@ def train(
     result.time_s = time.perf_counter() - t_start
     result.val_metrics = _val_metrics(method, problem, val, ctx)  # of the kept checkpoint, not timed
     return result
+
+
+def training_state(epoch: int, method: Method, optimizer, gen: torch.Generator, result: TrainResult, best_state, time_s: float) -> dict:
+    """Everything the loop needs to go on after ``epoch`` (plain types and tensors: loads with ``weights_only``)."""
+    return {
+        "epoch": int(epoch), "method": copy.deepcopy(method.state_dict()), "optimizer": copy.deepcopy(optimizer.state_dict()),
+        "generator": gen.get_state(), "best_state": best_state, "best_epoch": int(result.best_epoch),
+        "best_val_loss": float(result.best_val_loss), "epochs_done": float(result.epochs), "history": list(result.history),
+        "time_s": float(time_s),
+    }
+
+
+def _restore(state: dict, method: Method, optimizer, gen: torch.Generator, result: TrainResult, cfg: TrainerConfig):
+    """Put a ``training_state`` back; returns (first epoch to run, seconds already trained, the kept best state)."""
+    start = int(state["epoch"]) + 1
+    if start > cfg.epochs:
+        raise ValueError(f"trainer.resume: the saved state is after epoch {start} but trainer.epochs is {cfg.epochs}; "
+                         f"set trainer.epochs above {start - 1} to train further")
+    method.load_state_dict(state["method"])
+    optimizer.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    result.best_epoch, result.best_val_loss = int(state["best_epoch"]), float(state["best_val_loss"])
+    result.epochs, result.history = float(state["epochs_done"]), list(state["history"])
+    log.info("%s: resuming training at epoch %d of %d", method.name, start + 1, cfg.epochs)
+    return start, float(state["time_s"]), state["best_state"]
 
 
 @torch.no_grad()

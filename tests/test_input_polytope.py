@@ -195,14 +195,15 @@ def test_readme_polytope_example_runs():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    match = re.search(r"<!-- polytope-example -->\s*```python\n(.*?)```", text, re.S)
+    match = re.search(r"<!-- polytope-example -->\s*(?:<!--.*?-->\s*)?```python\n(.*?)```", text, re.S)
     assert match, "README's library section lost its polytope example"
     rng = np.random.default_rng(0)
     k, n, m = 3, 5, 12
     H = rng.standard_normal((m, n))
     y0 = rng.standard_normal(n)
-    scope = {"np": np, "torch": torch, "hardlinear": hardlinear, "k": k, "H": H, "h0": H @ y0 + 1.0,
-             "Hx": 0.3 * rng.standard_normal((m, k)), "c0": rng.standard_normal(n), "C": rng.standard_normal((n, k))}
+    # the block continues the user-constraints block: it is given that block's names here (rng, n, k, H, h0, Hx)
+    scope = {"np": np, "torch": torch, "hardlinear": hardlinear, "rng": rng, "n": n, "k": k, "H": H,
+             "h0": H @ y0 + 1.0, "Hx": 0.3 * rng.standard_normal((m, k))}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 12 random rows in R^5 may leave the margin unbounded: warned and capped
         exec(match.group(1), scope)  # the README's own lines, unchanged

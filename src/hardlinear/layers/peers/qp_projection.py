@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from hardlinear.constraints import ConstraintFamily
+from hardlinear.extras import install_hint
 from hardlinear.layers.equality import constant_lhs
 
 SOLVE_METHODS = ("Clarabel", "SCS", "ECOS")
@@ -45,7 +46,7 @@ class QPProjectionLayer(nn.Module):
             from hardlinear.solvers.base import SolverUnavailable
 
             raise SolverUnavailable(
-                f"the projection layer needs the cvxpylayers package (Python >= 3.11): pip install cvxpylayers ({err})"
+                f"the projection layer needs the cvxpylayers package (Python >= 3.11): {install_hint('harness')} ({err})"
             ) from err
 
         if solve_method not in SOLVE_METHODS:

@@ -31,6 +31,7 @@ in ``--out-dir``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -111,11 +112,14 @@ def _predict(method):
     return run
 
 
-def time_batch1(predict, xi: torch.Tensor, device: str, warmup: int) -> dict:
+def time_batch1(predict, xi: torch.Tensor, device: str, warmup: int, budget: float = math.inf) -> dict:
+    """Each input alone; stops once ``budget`` seconds of timed calls have passed (at least 3 are timed)."""
     for i in range(min(warmup, len(xi))):
         predict(xi[i : i + 1])
     times, iters, moved = [], [], []
     for i in range(len(xi)):
+        if i >= 3 and sum(times) > 1000.0 * budget:
+            break
         dt, (_, it, mv) = common.time_call(lambda i=i: predict(xi[i : i + 1]), device)
         times.append(1000.0 * dt)
         if it is not None:
@@ -169,7 +173,7 @@ def build(name: str, problem_cfg: str, problem, ctx, checkpoints: dict) -> tuple
         return BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32), "fresh"
     config, overrides = VARIANTS.get(name, ("proposed", []) if name.startswith("proposed[row=") else (name, []))
     if "on_failure" in common.compose(problem_cfg, config).method:  # solvers: a failed solve is counted, not fatal
-        overrides = [*overrides, "method.on_failure=nan"]
+        overrides = [*overrides, "method.on_failure='nan'"]  # quoted: Hydra reads a bare nan as a float
     run_dir = checkpoints.get((problem.name, config))
     if run_dir is not None and not overrides:
         from hardlinear.harness.checkpoint import load_run
@@ -224,7 +228,7 @@ def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, ch
     rows = []
     try:
         with torch.no_grad():
-            t1 = time_batch1(predict, xi1, args.device, args.warmup)
+            t1 = time_batch1(predict, xi1, args.device, args.warmup, args.call_budget)
             rows.append({**base, "weights": weights, "batch_size": 1, "status": "ok", **t1})
             for B in [b for b in args.batch_sizes if b != 1]:
                 est = t1["median_ms"] * B / 1000.0

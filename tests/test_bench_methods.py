@@ -33,7 +33,7 @@ def test_every_method_config_is_found(bench):
 def test_tiny_run(bench, tmp_path):
     bench_methods, floors = bench
     out = bench_methods.main(["--quick", "--problems", "dcopf_14", "--methods", "ldr", "proposed", "hardnet_aff", "dc3",
-                              "--batch-sizes", "1", "16", "--instances", "3", "--repeats", "2", "--row-modes", "off",
+                              "--batch-sizes", "1", "16", "--instances", "3", "--repeats", "2", "--row-modes", "off", "--call-budget", "600",
                               "--out-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
     with out["paths"]["csv"].open(newline="") as f:
         rows = list(csv.DictReader(f))

@@ -387,6 +387,9 @@ class FusedProposed(nn.Module):
             # and [the non-slack columns; the slacks] in one product, for one row (no concatenation)
             S_all = sp.vstack([sp.eye(self.cols, M.shape[1], k=d), S], format="csr")
             self.completion, self.completion_all = _csr(S, device), _csr(S_all, device)
+            # the same completion as a gather, for blocks of rows: h0 - sum_l coef_l (P x)_K[idx_l], written
+            # straight into P x (no transposes, no concatenation: 15 % of a 4096-row call at 200 buses)
+            self.gather = tuple(torch.as_tensor(comp[key], device=device) for key in ("idx", "coef", "h0"))
         self.N_T = Nt.T.contiguous()  # (d, n)
         if self.direct_rule:
             F_t = torch.as_tensor(F, device=device)
@@ -480,8 +483,12 @@ class FusedProposed(nn.Module):
             return wp[:, : self.d], wp[:, self.d :]
         if wp.shape[0] == 1:
             return wp[:, : self.d], (self.completion_all @ wp.T).T
-        q = (self.completion @ wp.T).T  # the slacks' columns of P x
-        return wp[:, : self.d], torch.cat([wp[:, self.d : self.d + self.cols], q], dim=1)
+        idx, coef, h0 = self.gather
+        pk = wp[:, self.d : self.d + self.cols]
+        px = wp.new_empty(wp.shape[0], self.n)
+        px[:, : self.cols] = pk
+        torch.sub(h0, (pk[:, idx] * coef).sum(dim=2), out=px[:, self.cols :])  # the slacks' columns of P x
+        return wp[:, : self.d], px
 
     def safe_output(self, xw: torch.Tensor, px: torch.Tensor, w: torch.Tensor, reuse: bool = False) -> torch.Tensor:
         """``(B, n)``: the rule projected onto the equalities, ``P x + N w`` (the rule itself for an ``H(x)``).

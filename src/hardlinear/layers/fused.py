@@ -31,6 +31,13 @@ rounding guard, ``alpha`` and the ``lerp``. Rows whose projected task output is 
 the safe output entirely; when at most half the rows of a chunk move, only those rows compute it. Large
 batches run in chunks of ~2 MB of float64 rows, so that the elementwise passes stay in cache.
 
+Batch 1 (the standard form: slack completion, slacks ``y[:, s0:s1]``, ``h = 0``, float64 output) runs two
+functions instead of ~30 torch calls: :func:`_row_task` (network, ``[w | P x]``, the completion as a gather,
+``y_TN`` and its smallest slack), one sync, and :func:`_row_blend` only for a row that moves; ``row_mode``
+(default :data:`ROW_MODE`) runs them under TorchScript (``script``), ``torch.compile`` (``compile``), as they are
+(``eager``), or not at all (``off``: the general path). A non-finite row goes to the general path. Blocks of rows
+complete ``P x`` by the same gather, written into ``P x`` in place, and the safe output overwrites ``P x``.
+
 Guarantees: those of the layer, for the rule ``F~``: inequalities as the layer's (same guard, same ``alpha``
 and ``lerp`` on the same kind of vectors); equalities exact up to the float64 rounding of ``P x + N v`` (at
 ``alpha = 1`` this is tighter than the unfused layer, which returns ``F x`` with the rule's residual);

@@ -10,7 +10,7 @@ EXTRAS ?= harness,wandb,gurobi,docs,dev
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures aggregate bench bench-quick sizes clean
+.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures aggregate bench bench-quick gpu-check sizes clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -91,3 +91,8 @@ CLEAN_PATHS := data/cache results/runs results/multirun outputs multirun .pytest
 clean:  ## remove caches and run directories (never a tracked file: committed results stay)
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git clean -fdxq -- $(CLEAN_PATHS); \
 	else rm -rf $(CLEAN_PATHS); fi
+
+# Not behind `install`: a GPU box without network runs the .venv carried with the checkout as it is.
+gpu-check:  ## the GPU end to end: run.py device=cuda (proposed, pinet, hardnet_aff, dc3 on dc3_qp, dcopf_118) and bench_methods on CUDA vs CPU -> results/bench/gpu/<date>/; DRY_RUN=1: on the CPU, tiny settings
+	@test -x $(PY) || { echo "gpu-check: $(PY) not found; carry the project's .venv (torch with CUDA and every dependency) with the checkout: nothing is installed here"; exit 1; }
+	$(PY) benchmarks/gpu_check.py $(if $(DRY_RUN),--dry-run) $(ARGS)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 METHODS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
 ITERATIVE = {"apm", "eapm", "dc3", "optimizer", "optimizer_gurobi", "optimizer_osqp", "post_projection",
-             "post_projection_gurobi", "post_projection_osqp"}
+             "post_projection_gurobi", "post_projection_osqp", "pinet", "fsnet"}
 CORRECTIONS = {"apm", "eapm", "dc3"}  # iterate from the network's output until within tol
 HARD = {"proposed", "proposed_nopretrain", "ldr", "gauge"}  # feasible by construction: worst violations ~0
 SOLVER_TOL = {"projection_layer"}  # feasible up to its QP solver's tolerance (Clarabel through cvxpylayers)
@@ -25,6 +25,7 @@ NOT_APPLICABLE = {
     ("hardnet_aff", "dcopf_14"): r"84 inequality \+ 122 equality rows for n = 123",
     ("hardnet_aff", "portfolio"): r"9 inequality \+ 11 equality rows for n = 16",
     ("gauge", "portfolio"): r"G\(x\) \(11 x 16\) depends on the input",
+    ("pinet", "portfolio"): r"here G depends on the input \(11 equality, 9 inequality rows, n = 16\)",
 }
 EXTRA = {"projection_layer": ["trainer.batch_size=4", "trainer.batches_per_epoch=2", "trainer.epochs=2", "trainer.pretrain_epochs=0"]}  # one conic solve per instance: keep the smoke test short
 
@@ -97,5 +98,7 @@ def test_every_method_config_writes_a_full_row(workdir, method, problem):
         assert math.isfinite(got["offline/t_star"])
     if method in SOLVER_TOL:
         assert got["test/ineq_viol_worst"] <= 1e-5 and got["test/eq_viol_worst"] <= 1e-6
+    if method == "pinet":  # the output is the equality projection of DR's sequence: equalities to rounding
+        assert got["test/eq_viol_worst"] <= 1e-12 and got["test/iterations"] == cfg.method.n_iter_test
     if method in {"proposed", "proposed_nopretrain"}:
         assert 0.0 <= got["test/alpha_one_frac"] <= 1.0

@@ -382,3 +382,49 @@ def test_fused_domain_policy_flags_outside_and_nan_inputs(case):
         assert torch.equal(flags, method.layer.domain_flags(bad)) and flags.sum() == 2
     finally:
         method.layer.out_of_domain = "count"
+
+
+# --- the batch-1 path (row_mode) ------------------------------------------------------------------------------
+def _row_outputs(problem, method, mode: str, xi: torch.Tensor):
+    fused = FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, row_mode=mode)
+    ys, alphas = [], []
+    with torch.no_grad():
+        for i in range(xi.shape[0]):
+            ys.append(fused(xi[i : i + 1]))
+            alphas.append(fused.last_stats["alpha"])
+    return fused, torch.cat(ys), torch.cat(alphas)
+
+
+@pytest.mark.parametrize("mode", ["eager", "script", pytest.param("compile", marks=pytest.mark.slow)])
+def test_batch1_path_matches_the_layer(case, mode):
+    """Each batch-1 mode, row by row, gives the unfused layer's outputs and alpha (~1e-13), keeps alpha = 0 rows
+    bit for bit, and is feasible in float64; the general path (``off``) is not taken where the mode applies."""
+    problem, method = case
+    xi = inputs(problem)
+    fused, y, alpha = _row_outputs(problem, method, mode, xi)
+    assert fused._row is not None and fused.row_mode == mode
+    _, want = both(method, xi)
+    assert int((want.extras["alpha"] == 0).sum()) >= 10 and int((want.extras["alpha"] > 0).sum()) >= 10
+    assert float(rel_diff(y, want.y).max()) <= 1e-12
+    assert float((alpha - want.extras["alpha"]).abs().max()) <= 1e-12
+    assert torch.equal(alpha == 0, want.extras["alpha"] == 0)
+    assert_feasible(problem, xi, y)
+    _, y_off, _ = _row_outputs(problem, method, "off", xi)
+    assert float(rel_diff(y, y_off).max()) <= 1e-13
+
+
+def test_batch1_path_hands_nonfinite_rows_to_the_general_path(case):
+    """A NaN input gives the unfused layer's NaN row (alpha = 1) through the batch-1 path too."""
+    problem, method = case
+    xi = inputs(problem, 2).clone()
+    xi[1, 0] = math.nan
+    fused = FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, row_mode="eager")
+    with torch.no_grad():
+        y = fused(xi[1:2])
+    assert bool(torch.isnan(y).all()) and float(fused.last_stats["alpha"][0]) == 1.0
+
+
+def test_batch1_mode_is_validated(case):
+    problem, method = case
+    with pytest.raises(ValueError, match="row_mode must be one of"):
+        FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, row_mode="jit")

@@ -31,6 +31,13 @@ rounding guard, ``alpha`` and the ``lerp``. Rows whose projected task output is 
 the safe output entirely; when at most half the rows of a chunk move, only those rows compute it. Large
 batches run in chunks of ~2 MB of float64 rows, so that the elementwise passes stay in cache.
 
+Batch 1 (the standard form: slack completion, slacks ``y[:, s0:s1]``, ``h = 0``, float64 output) runs two
+functions instead of ~30 torch calls: :func:`_row_task` (network, ``[w | P x]``, the completion as a gather,
+``y_TN`` and its smallest slack), one sync, and :func:`_row_blend` only for a row that moves; ``row_mode``
+(default :data:`ROW_MODE`) runs them under TorchScript (``script``), ``torch.compile`` (``compile``), as they are
+(``eager``), or not at all (``off``: the general path). A non-finite row goes to the general path. Blocks of rows
+complete ``P x`` by the same gather, written into ``P x`` in place, and the safe output overwrites ``P x``.
+
 Guarantees: those of the layer, for the rule ``F~``: inequalities as the layer's (same guard, same ``alpha``
 and ``lerp`` on the same kind of vectors); equalities exact up to the float64 rounding of ``P x + N v`` (at
 ``alpha = 1`` this is tighter than the unfused layer, which returns ``F x`` with the rule's residual);
@@ -197,6 +204,68 @@ def _max_abs(v: torch.Tensor) -> torch.Tensor:
     return torch.maximum(hi, lo.neg_())
 
 
+# --- batch 1: one row in few dispatches ------------------------------------------------------------------
+def _row_task(
+    xi: torch.Tensor, xw: torch.Tensor, Ws: list[torch.Tensor], bs: list[torch.Tensor], A_T: torch.Tensor,
+    a: torch.Tensor, active: torch.Tensor, bias: torch.Tensor, M_T: torch.Tensor, idx: torch.Tensor,
+    coef: torch.Tensor, h0: torch.Tensor, N_T: torch.Tensor, d: int, cols: int, s0: int, s1: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One row, standard form (slacks ``y[:, s0:s1]``, ``h = 0``): ``(y_TN, P x, w, key)`` as :meth:`FusedProposed._rows`
+    computes them, with the slack completion as a gather (``h0 - sum coef * (P x)_K[idx]``) instead of a sparse
+    product. Written for TorchScript (no Python objects, no data-dependent branch)."""
+    z = xi
+    for i in range(len(Ws)):
+        z = torch.relu(torch.nn.functional.linear(z, Ws[i], bs[i]))
+    u = torch.addmm(a, z, A_T).to(torch.float64)
+    wp = torch.addmm(bias, xw.index_select(1, active), M_T)
+    pk = wp[:, d : d + cols]
+    q = h0 - (pk[:, idx] * coef).sum(dim=2)
+    px = torch.cat([pk, q], dim=1)
+    y_tn = torch.addmm(px, u, N_T)
+    total = y_tn.sum(dim=1)
+    key = y_tn[:, s0:s1].amin(dim=1) + (total - total)
+    return y_tn, px, wp[:, :d], key
+
+
+def _row_blend(
+    y_tn: torch.Tensor, px: torch.Tensor, w: torch.Tensor, N_T: torch.Tensor, s0: int, s1: int, c0: int, c1: int,
+    guard: float, tiny: float, margin: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One finite row that moves: ``(y, alpha)`` by the layer's arithmetic (:meth:`FusedProposed._blend` with
+    ``h = 0`` and the slacks ``y[:, s0:s1]``)."""
+    y_sn = torch.addmm(px, w, N_T)
+    s_tn, s_sn = y_tn[:, s0:s1], y_sn[:, s0:s1]
+    size = torch.linalg.vector_norm(y_tn[:, c0:c1], float("inf"), dim=1, keepdim=True) + torch.linalg.vector_norm(
+        y_sn[:, c0:c1], float("inf"), dim=1, keepdim=True
+    )
+    need = guard * size - s_tn if guard > 0 else -s_tn
+    alpha = (need / (s_sn - s_tn).clamp_min(tiny)).amax(dim=1).clamp(0.0, 1.0)
+    if margin > 0:
+        alpha = alpha + margin * (1.0 - alpha)
+    return torch.lerp(y_tn, y_sn, alpha.unsqueeze(1)), alpha
+
+
+ROW_MODES = ("script", "compile", "eager", "off")
+
+
+def _row_functions(mode: str):
+    """``(task, blend)`` for a batch-1 mode: TorchScript, ``torch.compile`` (inductor: needs a C++ compiler on the
+    CPU), eager, or None (``off``)."""
+    if mode == "off":
+        return None
+    if mode == "eager":
+        return _row_task, _row_blend
+    if mode == "script":
+        return torch.jit.script(_row_task), torch.jit.script(_row_blend)
+    if mode == "compile":
+        return torch.compile(_row_task, dynamic=False), torch.compile(_row_blend, dynamic=False)
+    raise ValueError(f"row_mode must be one of {ROW_MODES}; got {mode!r}")
+
+
+ROW_MODE = "script"  # the default batch-1 path (benchmarks/README.md: measured against eager and torch.compile)
+_ROW_CACHE: dict[str, Any] = {}  # mode -> (task, blend): scripted or compiled once a process
+
+
 # --- the fused module ------------------------------------------------------------------------------------
 class FusedProposed(nn.Module):
     """``forward(xi: (B, k)) -> y: (B, n)`` in ``out_dtype``: network, projection and blend (module docstring).
@@ -225,6 +294,7 @@ class FusedProposed(nn.Module):
         out_dtype: torch.dtype = torch.float64,
         rule_tol: float = RULE_TOL,
         chunk_rows: int | None = None,
+        row_mode: str | None = None,
     ) -> None:
         super().__init__()
         from hardlinear.rules.decision_rule import DecisionRule
@@ -324,6 +394,9 @@ class FusedProposed(nn.Module):
             # and [the non-slack columns; the slacks] in one product, for one row (no concatenation)
             S_all = sp.vstack([sp.eye(self.cols, M.shape[1], k=d), S], format="csr")
             self.completion, self.completion_all = _csr(S, device), _csr(S_all, device)
+            # the same completion as a gather, for blocks of rows: h0 - sum_l coef_l (P x)_K[idx_l], written
+            # straight into P x (no transposes, no concatenation: 15 % of a 4096-row call at 200 buses)
+            self.gather = tuple(torch.as_tensor(comp[key], device=device) for key in ("idx", "coef", "h0"))
         self.N_T = Nt.T.contiguous()  # (d, n)
         if self.direct_rule:
             F_t = torch.as_tensor(F, device=device)
@@ -345,6 +418,56 @@ class FusedProposed(nn.Module):
         width = max(self.n, 2 * family.m_ineq if slacks.mode == "gather" else family.m_ineq)
         self.chunk_rows = max(64, CHUNK_BYTES // (8 * width)) if chunk_rows is None else max(1, int(chunk_rows))
         self._last: tuple | None = None
+        self._row_setup(comp, slacks, layer, family, ROW_MODE if row_mode is None else row_mode)
+
+    def _row_setup(self, comp, slacks, layer, family, mode: str) -> None:
+        """The batch-1 path (:func:`_row_task`, :func:`_row_blend`) where the structure is the standard form's
+        (slack completion, slacks ``y[:, s0:s1]``, ``h = 0``, float64 output); else None (the general path).
+        A mode whose compiler fails here falls back to eager, with a warning naming the error."""
+        self._row = None
+        if mode not in ROW_MODES:
+            raise ValueError(f"row_mode must be one of {ROW_MODES}; got {mode!r}")
+        simple = (comp is not None and slacks.mode == "select" and slacks.coef == -1.0 and not slacks.has_rhs
+                  and slacks.start >= 0 and family.m_ineq > 0 and self.out_dtype == torch.float64)  # fmt: skip
+        if mode == "off" or not simple:
+            return
+        fns = _ROW_CACHE.get(mode)
+        if fns is None:
+            try:
+                fns = _row_functions(mode)
+            except Exception as err:  # noqa: BLE001 - a missing compiler is not fatal: eager is the same arithmetic
+                msg = f"fused batch-1 path: row_mode={mode!r} unavailable ({type(err).__name__}: {err}); using eager"
+                log.warning(msg)
+                warnings.warn(msg, stacklevel=3)
+                fns = _row_functions("eager")
+            _ROW_CACHE[mode] = fns
+        device = self.M_T.device
+        active = self.active if self.active is not None else torch.arange(self.k, device=device)
+        idx = torch.as_tensor(comp["idx"], device=device)
+        coef = torch.as_tensor(comp["coef"], device=device)
+        h0 = torch.as_tensor(comp["h0"], device=device)
+        Ws, bs = [W for W, _ in self.hidden], [b for _, b in self.hidden]
+        s0, s1 = int(slacks.start), int(slacks.stop)
+        guard = float(self.guard_scale) if self.guard_unit > 0 else 0.0
+        self._row = (
+            fns,
+            (Ws, bs, self.A_T, self.a, active, self.bias, self.M_T, idx, coef, h0, self.N_T, self.d, self.cols, s0, s1),
+            (self.N_T, s0, s1, int(self.support[0]), int(self.support[1]), guard, float(self.tiny), float(layer.alpha_margin)),
+        )
+        self.row_mode = mode
+
+    def _one_row(self, xi: torch.Tensor, xw: torch.Tensor) -> tuple | None:
+        """``(y, alpha, key)`` of one row by the batch-1 path, or None where the row is not finite (the general
+        path then handles it, as every other case)."""
+        (task, blend), task_args, blend_args = self._row
+        y_tn, px, w, key = task(_to(xi, self.net_dtype), xw, *task_args)
+        v = key.item()
+        if v >= 0 and v != math.inf:
+            return y_tn, y_tn.new_zeros(1), key
+        if not math.isfinite(v):
+            return None
+        y, alpha = blend(y_tn, px, w, *blend_args)
+        return y, alpha, key
 
     def extra_repr(self) -> str:
         k_active = self.k if self.active is None else int(self.active.numel())
@@ -367,14 +490,19 @@ class FusedProposed(nn.Module):
             return wp[:, : self.d], wp[:, self.d :]
         if wp.shape[0] == 1:
             return wp[:, : self.d], (self.completion_all @ wp.T).T
-        q = (self.completion @ wp.T).T  # the slacks' columns of P x
-        return wp[:, : self.d], torch.cat([wp[:, self.d : self.d + self.cols], q], dim=1)
+        idx, coef, h0 = self.gather
+        pk = wp[:, self.d : self.d + self.cols]
+        px = wp.new_empty(wp.shape[0], self.n)
+        px[:, : self.cols] = pk
+        torch.sub(h0, (pk[:, idx] * coef).sum(dim=2), out=px[:, self.cols :])  # the slacks' columns of P x
+        return wp[:, : self.d], px
 
-    def safe_output(self, xw: torch.Tensor, px: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """``(B, n)``: the rule projected onto the equalities, ``P x + N w`` (the rule itself for an ``H(x)``)."""
+    def safe_output(self, xw: torch.Tensor, px: torch.Tensor, w: torch.Tensor, reuse: bool = False) -> torch.Tensor:
+        """``(B, n)``: the rule projected onto the equalities, ``P x + N w`` (the rule itself for an ``H(x)``).
+        ``reuse``: ``px`` is a temporary no longer needed, overwritten in place (saves a (B, n) copy)."""
         if self.direct_rule:
             return torch.addmm(self.rule_bias, xw, self.rule_T)
-        return torch.addmm(px, w, self.N_T)
+        return px.addmm_(w, self.N_T) if reuse else torch.addmm(px, w, self.N_T)
 
     def _inside(self, xl: torch.Tensor) -> bool:
         """Every input inside the (widened) box: a min and a max over the batch (NaN propagates, so it fails) and
@@ -399,7 +527,10 @@ class FusedProposed(nn.Module):
         layer, B, step = self._layer[0], xi.shape[0], self.chunk_rows
         xl = _to(xi, self.out_dtype)  # what the unfused layer sees
         xw = _to(xl, self.work)
-        if B <= step:
+        row = self._one_row(xi, xw) if B == 1 and self._row is not None else None
+        if row is not None:
+            y, alpha, key = row
+        elif B <= step:
             y, alpha, key = self._rows(xi, xl, xw)
             y = _to(y, self.out_dtype)
         else:  # each chunk writes its rows of y in place where the dtypes allow
@@ -470,7 +601,7 @@ class FusedProposed(nn.Module):
             finite = torch.isfinite(key)
             y_tn = torch.where(finite.unsqueeze(1), y_tn, 0.0)
         s_tn = slacks.slack(xw, y_tn, h)
-        y_sn = self.safe_output(xw, px, w)
+        y_sn = self.safe_output(xw, px, w, reuse=True)  # px: the caller's temporary (a row pick copies it)
         s_sn = slacks.slack(xw, y_sn, h)
         if self.guard_unit > 0:
             c0, c1 = self.support

@@ -25,28 +25,33 @@ class Standardize(nn.Module):
         return (xi - self.mean) * self.inv_std
 
 
+ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU}
+
+
 class MLP(nn.Module):
     """``xi: (B, k) -> (B, n_out)``: standardise, ``layers`` x (Linear, BatchNorm, ReLU, Dropout), Linear.
 
     ``dropout`` (0: none, the paper's network) and ``standardize=False`` are there to match DC3's network
-    (dropout 0.2 after every hidden layer, raw inputs)."""
+    (dropout 0.2 after every hidden layer, raw inputs); ``activation="silu"`` to match FSNet's."""
 
     def __init__(
         self, box: InputBox, n_out: int, hidden: int = 256, layers: int = 2, batch_norm: bool = True,
-        dropout: float = 0.0, standardize: bool = True,
+        dropout: float = 0.0, standardize: bool = True, activation: str = "relu",
     ) -> None:
         super().__init__()
         if hidden < 1 or layers < 0 or n_out < 1:
             raise ValueError(f"need hidden >= 1, layers >= 0, n_out >= 1; got {hidden}, {layers}, {n_out}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
         blocks: list[nn.Module] = [Standardize(box)] if standardize else []
         width = box.k
         for _ in range(layers):
             blocks.append(nn.Linear(width, hidden))
             if batch_norm:
                 blocks.append(nn.BatchNorm1d(hidden))
-            blocks.append(nn.ReLU())
+            blocks.append(ACTIVATIONS[activation]())
             if dropout > 0:
                 blocks.append(nn.Dropout(p=dropout))
             width = hidden

@@ -16,6 +16,9 @@ solved it; by the choice of ``h`` every instance is feasible, so all 10,000 are 
 Split (DC3's ``valid_frac = test_frac = 0.0833``, in the order of ``X``): the first ``int(N * (1 - 2 * 0.0833))``
 inputs train (8,334 of 10,000), the next up to ``int(N * (1 - 0.0833))`` validate (833), the rest test (833).
 
+Pinet's benchmark used another split of the same X (``split="pinet"``: train 7,952, validate 1,024, test the last
+1,024 rows, which contain DC3's 833 test rows).
+
 In our convention the input is ``xi = x`` (``k = num_eq``, box ``[-1, 1]^k``): ``g(x) = xi``, ``h`` constant.
 The variables are free, so the feasible set is unbounded (the decision rule's margin then needs care).
 The nonconvex problem's reference solutions are *local* optima (SLSQP from ``A^+ x``, DC3 used IPOPT from the
@@ -37,6 +40,11 @@ DC3_TEST_FRAC = 0.0833
 # DC3 redraws its partial variables until the dependent columns' determinant is at least this, 100 tries at most.
 DC3_MIN_DET = 1e-4
 DC3_MAX_TRIES = 100
+# Splits of X: DC3's own (8334/833/833), or Pinet's for its DC3 benchmark (antonioterpin/pinet @ 8115a87,
+# src/benchmarks/QP/datasets/dc3_random_*_ex10000{valid,test}.npz hold X's rows 7952..8975 and 8976..9999, in
+# order): the last 1024 rows test, the 1024 before them validate, the rest train (7952 of 10,000).
+SPLITS = ("dc3", "pinet")
+PINET_HOLDOUT = 1024
 
 
 @dataclass(frozen=True)
@@ -57,8 +65,16 @@ class DC3Data:
         train_frac = 1 - valid_frac - test_frac
         return int(num * train_frac), int(num * (train_frac + valid_frac))
 
-    def splits(self) -> dict[str, np.ndarray]:
-        a, b = self.split_bounds()
+    def splits(self, split: str = "dc3") -> dict[str, np.ndarray]:
+        """The inputs of each split: ``dc3`` (DC3's fractions) or ``pinet`` (the last 2 x 1024 rows held out)."""
+        if split == "pinet":
+            if self.X.shape[0] <= 2 * PINET_HOLDOUT:
+                raise ValueError(f"split=pinet holds out 2 x {PINET_HOLDOUT} rows; num_examples is {self.X.shape[0]}")
+            a, b = self.X.shape[0] - 2 * PINET_HOLDOUT, self.X.shape[0] - PINET_HOLDOUT
+        elif split == "dc3":
+            a, b = self.split_bounds()
+        else:
+            raise ValueError(f"split must be one of {SPLITS}; got {split!r}")
         return {"train": self.X[:a], "val": self.X[a:b], "test": self.X[b:]}
 
 
@@ -99,7 +115,10 @@ class DC3QP(Problem):
         seed: int = DC3_SEED,
         form: Form = "inequality",
         name: str | None = None,
+        split: str = "dc3",
     ) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}; got {split!r}")
         data = dc3_simple_data(num_var, num_eq, num_ineq, num_examples, seed)
         arrays = {
             "c": np.zeros(num_var), "Q": data.Q, "G": data.A, "Gx": np.eye(num_eq), "H": data.G, "h0": data.h,
@@ -113,10 +132,12 @@ class DC3QP(Problem):
             objective = Objective(c=data.p, Q=objective.Q)
             kind = "qp"
         base = "dc3_nonconvex" if self.nonconvex else "dc3_qp"
-        super().__init__(family, objective, kind, form, name or f"{base}_eq{num_eq}_ineq{num_ineq}")
+        suffix = "" if split == "dc3" else f"_{split}split"
+        super().__init__(family, objective, kind, form, name or f"{base}_eq{num_eq}_ineq{num_ineq}{suffix}")
         self.data = data
         self.num_eq, self.num_ineq = num_eq, num_ineq
-        self.given_inputs = data.splits()
+        self.split = split
+        self.given_inputs = data.splits(split)
 
     def completion_partial_vars(self) -> np.ndarray:
         """The variables DC3's own code predicts (its completion solves for the others); in the form's

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 TRAIN_INPUTS = ("auto", "box")
 SAMPLINGS = ("batches", "pass")
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 
 
 class TrainingDiverged(RuntimeError):
@@ -52,6 +53,8 @@ class TrainerConfig:
     lr: float = 1e-4
     weight_decay: float = 1e-8
     """Adam's weight decay (1e-8 in the paper's code)."""
+    optimizer: str = "adam"
+    """``adam`` (weight decay as an L2 term, the paper's code) or ``adamw`` (decoupled weight decay: FSNet's)."""
     train_size: int | None = None
     """None: fresh inputs every batch. An integer: a fixed training set of that size, sampled with replacement."""
     train_inputs: str = "auto"
@@ -93,6 +96,8 @@ class TrainerConfig:
             raise ValueError("batches_per_epoch must be >= 1 and lr > 0")
         if self.train_inputs not in TRAIN_INPUTS:
             raise ValueError(f"train_inputs must be one of {TRAIN_INPUTS}; got {self.train_inputs!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}; got {self.optimizer!r}")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS}; got {self.sampling!r}")
 
@@ -185,7 +190,7 @@ def train(
     keep_large_blocks()  # large per-step temporaries: reused from the heap, not faulted in again (allocator.py)
     gen = ctx.generator(offset=17)
     fixed = training_inputs(problem, cfg, ctx)
-    optimizer = torch.optim.Adam(method.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = OPTIMIZERS[cfg.optimizer](method.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     has_pretrain = cfg.pretrain_epochs > 0 and not method.supervised
     if has_pretrain:
         with torch.no_grad():

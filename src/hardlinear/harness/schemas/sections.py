@@ -56,11 +56,11 @@ def _check_top(check: _Checker, data: dict) -> None:
     if ok.get("data"):
         _check_data(check, data["data"])
     if ok.get("network"):
-        from hardlinear.layers.network import MLP
+        from hardlinear.layers.network import ACTIVATIONS, MLP
 
         hints = _signature_hints(MLP.__init__, skip=("self", "box", "n_out"))
         check.need_known_keys("network", list(data["network"]), list(hints))
-        check.check_section("network", data["network"], hints, NETWORK_RANGES)
+        check.check_section("network", data["network"], hints, NETWORK_RANGES, {"activation": tuple(ACTIVATIONS)})
     if ok.get("eval"):
         from hardlinear.evaluation import EvalConfig
 
@@ -216,9 +216,9 @@ def _check_trainer(check: _Checker, trainer: Any) -> None:
 
     hints = _dataclass_hints(TrainerConfig)
     check.need_known_keys("trainer", list(trainer), list(hints) + ["name"])
-    from hardlinear.train.trainer import SAMPLINGS, TRAIN_INPUTS
+    from hardlinear.train.trainer import OPTIMIZERS, SAMPLINGS, TRAIN_INPUTS
 
-    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS})
+    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS, "optimizer": tuple(OPTIMIZERS)})
     _check_pretrain_le_epochs(check, "trainer", trainer, ok)
 
 

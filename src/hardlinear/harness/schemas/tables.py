@@ -107,6 +107,7 @@ PROBLEM_CHOICE_CONSTANTS = {
     "quadratic_costs": "QUADRATIC_MODES",
     "susceptance": "SUSCEPTANCES",
     "coupling": "COUPLINGS",
+    "split": "SPLITS",
 }
 
 # --- method: rules by parameter name, for every method that has the parameter ---

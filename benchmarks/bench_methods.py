@@ -1,0 +1,417 @@
+"""Every method of ``conf/method/`` timed on one footing, beside its arithmetic floor (issue 31, item 1).
+
+Per problem, in one process of its own (the parent starts one per problem): every method config of
+``conf/method/*.yaml`` (found at run time, so that a new method is timed as soon as its config exists) is
+instantiated and set up as the harness does (:func:`common.make_method`: the problem's ``problem_method``
+overrides apply). A method that does not apply is a ``not_applicable`` row with its reason; one whose solver or
+licence is missing a ``skipped`` row; one that fails a ``failed`` row with the error: none is left out silently.
+Two references: ``mlp`` (the task network alone, float32, the default 256 x 2 with batch norm) and ``mlp_f64``
+(the same network in float64: the machine's rate for float64 multiply-adds), and ``proposed[unfused]`` (the
+layer the fused path replaces).
+
+Timing: from a freshly initialised network (``--checkpoint RUN_DIR``: the trained weights of a finished run
+instead, for its problem and method). Batch 1: ``--instances`` test inputs passed one at a time through
+``method.predict``; each timed; median and interquartile range. Batch B: ``--repeats`` calls on one batch of
+``B`` fresh inputs; median, min and max. A batch whose call would exceed ``--call-budget`` seconds
+(extrapolated from the batch-1 time: per-instance solvers) is ``skipped`` with the estimate. Methods that
+iterate report their iterations (mean and max over the instances).
+
+Floor (:mod:`floors`): multiply-adds per instance by dtype and bytes of constants per call, derived from the
+shapes of each method. ``floor_ratio`` = time / the bare MLP's time for the same multiply-adds at the same batch:
+``macs_float32 / rate_float32 + macs_float64 / rate_float64`` with the rates measured on ``mlp`` and ``mlp_f64``
+in the same process. 1 means "as efficient as the bare MLP per multiply-add"; a method far above 1 spends its
+time on something other than arithmetic (dispatch, memory passes, Python). Solvers' work is not a fixed product:
+their floor is the network's only (``floor_exact`` False, noted).
+
+Run: ``python benchmarks/bench_methods.py --problems dcopf_118 dcopf_200 dc3_qp`` (``--quick``: dcopf_14, small
+settings; ``--help`` lists the settings). Outputs ``methods.csv``, ``methods.json``, ``methods.md`` (the table)
+in ``--out-dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+import floors  # noqa: E402
+
+NAME = "methods"
+QUICK = {"problems": ["dcopf_14"], "batch_sizes": [1, 256], "repeats": 3, "instances": 10, "call_budget": 5.0}
+FULL = {
+    "problems": ["dcopf_118", "dcopf_200", "dc3_qp"],
+    "batch_sizes": [1, 1024, 4096],
+    "repeats": 7,
+    "instances": 60,
+    "call_budget": 30.0,
+}
+REFERENCES = ("mlp", "mlp_f64")
+PROBE = 64  # batch of the one call that estimates a large batch's time when the batch-1 time says it is too long
+# Extra rows: a config with overrides, shown beside the config's own row.
+VARIANTS = {"proposed[unfused]": ("proposed", ["method.fused_inference=false"])}
+COLUMNS = [
+    "problem", "method", "config", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms",
+    "spread", "calls", "failures", "iterations_mean", "iterations_max", "moved_fraction",
+    "macs_float32", "macs_float64", "const_bytes", "floor_ms", "floor_ratio", "floor_exact", "floor_terms",
+    "weights", "n", "k", "device", "threads", "git_sha",
+]  # fmt: skip
+
+
+def parser():
+    p = common.base_parser(__doc__.splitlines()[0])
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=None)
+    p.add_argument("--instances", type=int, default=None, help="inputs timed one at a time (batch 1)")
+    p.add_argument("--methods", nargs="+", default=None, help="method configs (default: every conf/method/*.yaml)")
+    p.add_argument("--skip", nargs="*", default=[], help="method configs left out (listed as such in the output)")
+    p.add_argument("--call-budget", type=float, default=None, help="seconds: a larger call is skipped, with its estimate")
+    p.add_argument("--checkpoint", nargs="*", default=[], help="run directories whose trained weights replace the "
+                   "fresh network of their problem and method")  # fmt: skip
+    p.add_argument("--row-modes", nargs="*", default=["off", "eager", "script"],
+                   help="also time proposed with each batch-1 path of the fused layer (layers/fused.py ROW_MODES: "
+                   "off = the general path, eager, script = TorchScript, compile = torch.compile)")  # fmt: skip
+    p.add_argument("--child", action="store_true", help=argparse_suppress())
+    return p
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def method_configs() -> list[str]:
+    """Every method config, in name order."""
+    return sorted(p.stem for p in (common.CONF_DIR / "method").glob("*.yaml"))
+
+
+# --- timing ---------------------------------------------------------------------------------------------------
+def _predict(method):
+    """``xi -> (y, iterations or None, moved fraction or None)``."""
+    if not hasattr(method, "predict"):
+        return lambda xi: (method(xi), None, None)
+    failed = method._bench_failures = [0]  # solves that were not optimal (on_failure=nan), over every call
+
+    def run(xi):
+        pred = method.predict(xi)
+        failed[0] += int(pred.extras.get("failures", 0)) if isinstance(pred.extras, dict) else 0
+        it = pred.iterations if getattr(method, "iterative", False) else None
+        alpha = pred.extras.get("alpha") if isinstance(pred.extras, dict) else None
+        moved = float((alpha > 0).double().mean()) if torch.is_tensor(alpha) and alpha.numel() else None
+        return pred.y, it, moved
+
+    return run
+
+
+def time_batch1(predict, xi: torch.Tensor, device: str, warmup: int, budget: float = math.inf) -> dict:
+    """Each input alone; stops once ``budget`` seconds of timed calls have passed (at least 3 are timed)."""
+    for i in range(min(warmup, len(xi))):
+        predict(xi[i : i + 1])
+    times, iters, moved = [], [], []
+    for i in range(len(xi)):
+        if i >= 3 and sum(times) > 1000.0 * budget:
+            break
+        dt, (_, it, mv) = common.time_call(lambda i=i: predict(xi[i : i + 1]), device)
+        times.append(1000.0 * dt)
+        if it is not None:
+            iters.append(float(it.double().mean()))
+        if mv is not None:
+            moved.append(mv)
+    q1, _, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else (times[0],) * 3
+    return {"median_ms": statistics.median(times), "spread_lo_ms": q1, "spread_hi_ms": q3, "spread": "IQR",
+            "calls": len(times), **_iters(iters), **({"moved_fraction": float(np.mean(moved))} if moved else {})}  # fmt: skip
+
+
+def time_batch(predict, xi: torch.Tensor, device: str, repeats: int, warmup: int, budget: float) -> dict:
+    t0 = time.perf_counter()
+    _, it, moved = predict(xi)
+    if time.perf_counter() - t0 < 1.0:
+        for _ in range(max(warmup - 1, 0)):
+            predict(xi)
+    times: list[float] = []
+    while len(times) < repeats:
+        times.append(1000.0 * common.time_call(lambda: predict(xi), device)[0])
+        if sum(times) > 1000.0 * budget:
+            break
+    its = [] if it is None else it.double().tolist()
+    return {"median_ms": statistics.median(times), "spread_lo_ms": min(times), "spread_hi_ms": max(times),
+            "spread": "min-max", "calls": len(times), **_iters(its),
+            **({"moved_fraction": moved} if moved is not None else {})}  # fmt: skip
+
+
+def _iters(values: list[float]) -> dict:
+    return {"iterations_mean": float(np.mean(values)), "iterations_max": float(np.max(values))} if values else {}
+
+
+# --- methods --------------------------------------------------------------------------------------------------
+class BareMLP(torch.nn.Module):
+    """The task network alone, as a predictor (in ``dtype``: float64 gives the float64 rate)."""
+
+    def __init__(self, problem, ctx, dtype: torch.dtype) -> None:
+        super().__init__()
+        torch.manual_seed(ctx.seed)
+        self.net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, dtype).eval()
+        self.dtype = dtype
+
+    @torch.no_grad()
+    def forward(self, xi):
+        return self.net(xi.to(self.dtype))
+
+
+def build(name: str, problem_cfg: str, problem, ctx, checkpoints: dict) -> tuple[object, str]:
+    """The method for a row name and where its weights come from."""
+    if name in REFERENCES:
+        return BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32), "fresh"
+    config, overrides = VARIANTS.get(name, ("proposed", []) if name.startswith("proposed[row=") else (name, []))
+    if "on_failure" in common.compose(problem_cfg, config).method:  # solvers: a failed solve is counted, not fatal
+        overrides = [*overrides, "method.on_failure='nan'"]  # quoted: Hydra reads a bare nan as a float
+    run_dir = checkpoints.get((problem.name, config))
+    if run_dir is not None and not overrides:
+        from hardlinear.harness.checkpoint import load_run
+
+        return load_run(run_dir, device=ctx.device, cache_dir=ctx.cache_dir), f"checkpoint {run_dir}"
+    method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
+    return method, "fresh" + (f" (rule: {source})" if source and source != "decision_rule" else "")
+
+
+def checkpoint_index(run_dirs: list[str]) -> dict:
+    """``(problem name, method config name) -> run dir`` of the given finished runs."""
+    from hardlinear.harness.checkpoint import read_checkpoint
+
+    out = {}
+    for d in run_dirs:
+        cfg = read_checkpoint(d)["config"]
+        out[(cfg["problem"]["name"], cfg["method"]["name"])] = d
+    return out
+
+
+def method_rows(name: str, problem_cfg: str, problem, ctx, args, ident: dict, checkpoints: dict) -> list[dict]:
+    base = {**ident, "method": name, "config": VARIANTS.get(name, (name.split("[")[0],))[0]}
+    row_mode = name.removeprefix("proposed[row=").removesuffix("]") if name.startswith("proposed[row=") else None
+    if row_mode is None:
+        return _method_rows(name, base, problem_cfg, problem, ctx, args, checkpoints)
+    from hardlinear.layers import fused
+
+    saved, fused.ROW_MODE = fused.ROW_MODE, row_mode  # the fused module is built at the first predict
+    try:
+        return _method_rows(name, base, problem_cfg, problem, ctx, args, checkpoints)
+    finally:
+        fused.ROW_MODE = saved
+
+
+def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, checkpoints: dict) -> list[dict]:
+    from hardlinear.methods.base import NotApplicable
+    from hardlinear.solvers import SolverUnavailable
+
+    try:
+        method, weights = build(name, problem_cfg, problem, ctx, checkpoints)
+    except NotApplicable as err:
+        return [{**base, "status": "not_applicable", "note": " ".join(str(err).split())}]
+    except SolverUnavailable as err:
+        return [{**base, "status": "skipped", "note": str(err).splitlines()[0]}]
+    except Exception as err:  # noqa: BLE001 - recorded loudly, the other methods still run
+        common.log(traceback.format_exc())
+        return [{**base, "status": "failed", "note": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}]
+    if hasattr(method, "eval"):
+        method.eval()
+    predict = _predict(method)
+    xi1 = common.sample(problem, args.instances, args.seed + 12345, args)
+    rows = []
+    try:
+        with torch.no_grad():
+            t1 = time_batch1(predict, xi1, args.device, args.warmup, args.call_budget)
+            rows.append({**base, "weights": weights, "batch_size": 1, "status": "ok", **t1})
+            for B in [b for b in args.batch_sizes if b != 1]:
+                est, basis = t1["median_ms"] * B / 1000.0, "batch-1 time"
+                if est > args.call_budget and B > PROBE:  # a method that batches may be far faster per instance
+                    probe = common.sample(problem, PROBE, args.seed + PROBE, args)
+                    est = common.time_call(lambda probe=probe: predict(probe), args.device)[0] * B / PROBE
+                    basis = f"one call at batch {PROBE}"
+                if est > args.call_budget:
+                    rows.append({**base, "weights": weights, "batch_size": B, "status": "skipped",
+                                 "note": f"a call would take ~{est:.0f} s ({basis} x {B} / its batch) > --call-budget {args.call_budget:g} s"})  # fmt: skip
+                    continue
+                xi = common.sample(problem, B, args.seed + B, args)
+                tb = time_batch(predict, xi, args.device, args.repeats, args.warmup, args.call_budget)
+                rows.append({**base, "weights": weights, "batch_size": B, "status": "ok", **tb})
+    except Exception as err:  # noqa: BLE001
+        common.log(traceback.format_exc())
+        rows.append({**base, "status": "failed", "note": f"{type(err).__name__}: {str(err).splitlines()[0]}"})
+        return rows
+    failures = getattr(method, "_bench_failures", [0])[0]
+    for r in rows:
+        if r["status"] == "ok":
+            r.update(floor_columns(method, r))
+        if failures:
+            r["failures"] = failures  # over all of this method's timed and warm-up calls
+            r["note"] = (r.get("note", "") + f"; {failures} solves not optimal (NaN rows)").lstrip("; ")
+    return rows
+
+
+def floor_columns(method, row: dict) -> dict:
+    it = row.get("iterations_mean", 1.0)
+    f = floors.floor(method, iterations=it, moved=row.get("moved_fraction", 1.0))
+    solver = hasattr(method, "solver") or type(method).__name__ == "ProjectionLayer"
+    return {
+        "macs_float32": f.macs.get("float32", 0.0),
+        "macs_float64": f.macs.get("float64", 0.0),
+        "const_bytes": f.const_bytes,
+        "floor_exact": f.exact and not solver,
+        "floor_terms": ("network only: a solver's work per instance is not a fixed product; " if solver else "")
+        + f.describe(),
+    }
+
+
+def add_floor_ratios(rows: list[dict]) -> None:
+    """``floor_ms`` and ``floor_ratio`` from the MLP's float32 and float64 rates at each batch size."""
+    rates = {}
+    for r in rows:
+        if r["method"] in REFERENCES and r["status"] == "ok":
+            macs = r["macs_float32"] + r["macs_float64"]
+            rates[(r["method"], r["batch_size"])] = macs * r["batch_size"] / r["median_ms"]  # MACs per ms
+    for r in rows:
+        if r["status"] != "ok" or "macs_float32" not in r:
+            continue
+        B = r["batch_size"]
+        r32, r64 = rates.get(("mlp", B)), rates.get(("mlp_f64", B))
+        if not r32 or not r64:
+            continue
+        r["floor_ms"] = B * (r["macs_float32"] / r32 + r["macs_float64"] / r64)
+        if r["floor_ms"] > 0:
+            r["floor_ratio"] = r["median_ms"] / r["floor_ms"]
+
+
+def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
+    problem = common.load_problem(problem_cfg)
+    ctx = common.make_context(args)
+    ident = {"problem": problem_cfg, "n": problem.n, "k": problem.k, "device": env["device_name"],
+             "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
+    checkpoints = checkpoint_index(args.checkpoint)
+    names = [*REFERENCES, *(args.methods or method_configs())]
+    if "proposed" in names:
+        at = names.index("proposed") + 1
+        names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes)]
+    rows = []
+    for name in names:
+        if name in args.skip:
+            rows.append({**ident, "method": name, "config": name, "status": "skipped", "note": "--skip"})
+            continue
+        t0 = time.perf_counter()
+        out = method_rows(name, problem_cfg, problem, ctx, args, ident, checkpoints)
+        rows += out
+        b1 = next((r for r in out if r.get("batch_size") == 1 and r["status"] == "ok"), None)
+        what = f"b1 {b1['median_ms']:9.3f} ms" if b1 else f"{out[0]['status']}: {out[0].get('note', '')[:90]}"
+        common.log(f"  {problem_cfg:>10} {name:<24} {what}  ({time.perf_counter() - t0:.1f} s)")
+    add_floor_ratios(rows)
+    return rows
+
+
+# --- output ---------------------------------------------------------------------------------------------------
+def _fmt(v, spec: str) -> str:
+    return "" if v in (None, "") or (isinstance(v, float) and np.isnan(v)) else format(v, spec)
+
+
+def markdown(rows: list[dict], batch_sizes: list[int]) -> str:
+    """One table per problem: a line per method, per batch size the median (spread) and the floor ratio."""
+    out = []
+    for problem in dict.fromkeys(r["problem"] for r in rows):
+        pr = [r for r in rows if r["problem"] == problem]
+        big = [b for b in batch_sizes if b != 1]
+        head = ["method", "b1 ms (IQR)", "b1 / floor"] + [f"b{b} ms (min-max)" for b in big] + [
+            f"b{b} / floor" for b in big] + ["MACs f32 / f64 per instance", "constants", "iterations", "note"]  # fmt: skip
+        out += [f"### {problem} (n = {pr[0]['n']}, k = {pr[0]['k']})", "", "| " + " | ".join(head) + " |",
+                "|" + "---|" * len(head)]  # fmt: skip
+        for name in dict.fromkeys(r["method"] for r in pr):
+            mr = {r.get("batch_size"): r for r in pr if r["method"] == name}
+            first = next(iter(mr.values()))
+            if first["status"] != "ok":
+                out.append(f"| {name} | {first['status']} | | " + "| " * (2 * len(big)) + f"| | | {first.get('note', '')} |")
+                continue
+
+            def cell(B, mr=mr):
+                r = mr.get(B)
+                if r is None or r["status"] != "ok":
+                    return (r or {}).get("status", ""), ""
+                t = f"{r['median_ms']:.3g} ({r['spread_lo_ms']:.3g}-{r['spread_hi_ms']:.3g})"
+                return t, _fmt(r.get("floor_ratio"), ".2f")
+
+            b1 = cell(1)
+            cells = [cell(B) for B in big]
+            r1 = mr[1]
+            macs = f"{r1.get('macs_float32', 0):,.0f} / {r1.get('macs_float64', 0):,.0f}" if "macs_float32" in r1 else ""
+            const = f"{r1['const_bytes'] / 1e6:.2f} MB" if "const_bytes" in r1 else ""
+            iters = _fmt(r1.get("iterations_mean"), ".1f")
+            if "iterations_max" in r1:
+                iters += f" (max {r1['iterations_max']:.0f})"
+            notes = [n for n in (r1.get("note", ""), "" if r1.get("floor_exact", True) else "floor: lower bound") if n]
+            notes += [f"b{B}: {mr[B]['status']} ({mr[B].get('note', '')})" for B in big if B in mr and mr[B]["status"] != "ok"]
+            if "moved_fraction" in r1:
+                notes.append(f"rows moved: b1 {r1['moved_fraction']:.0%}")
+            out.append("| " + " | ".join([name, b1[0], b1[1], *[c[0] for c in cells], *[c[1] for c in cells], macs,
+                                          const, iters, "; ".join(notes)]) + " |")  # fmt: skip
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = common.resolve(parser().parse_args(argv), QUICK, FULL)
+    torch.set_num_threads(args.threads)
+    env = common.environment(args.device, args.threads)
+    out = Path(args.out_dir)
+    if args.child:  # one problem, rows as JSON on the path given
+        rows = run_problem(args.problems[0], args, env)
+        Path(os.environ["BENCH_METHODS_ROWS"]).write_text(json.dumps(rows, default=float))
+        return {"rows": rows}
+    common.log(f"[methods] {args.size}: {', '.join(args.problems)} on {env['device_name']}, {args.threads} thread(s)")
+    rows: list[dict] = []
+    out.mkdir(parents=True, exist_ok=True)
+    for problem_cfg in args.problems:  # one process per problem
+        tmp = out / f".{NAME}_{problem_cfg}.json"
+        child = [sys.executable, __file__, "--child", "--problems", problem_cfg, *_passthrough(argv)]
+        proc = subprocess.run(child, env={**os.environ, "BENCH_METHODS_ROWS": str(tmp)})
+        if proc.returncode != 0 or not tmp.exists():
+            rows.append({"problem": problem_cfg, "method": "*", "status": "failed",
+                         "note": f"the problem's process exited with {proc.returncode}"})  # fmt: skip
+            continue
+        rows += json.loads(tmp.read_text())
+        tmp.unlink()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    meta = {**env, "benchmark": NAME, "size": args.size, "settings": vars(args), "load_average_at_end": load,
+            "method_configs": method_configs()}  # fmt: skip
+    paths = common.write_results(out, NAME, rows, meta, COLUMNS)
+    md = out / f"{NAME}.md"
+    cpu = env["machine"]["cpu_model"]
+    md.write_text(f"Machine: {cpu}, {args.threads} thread(s), device {env['device_name']}; load average at the end "
+                  f"{load}; git {env['git_sha']}; {env['date']}\n\n" + markdown(rows, args.batch_sizes))  # fmt: skip
+    paths["md"] = md
+    common.log(f"[methods] wrote {', '.join(str(p) for p in paths.values())}")
+    return {"paths": paths, "rows": rows}
+
+
+def _passthrough(argv: list[str] | None) -> list[str]:
+    """The parent's arguments less ``--problems`` and its values (the child gets its one problem)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out, skipping = [], False
+    for a in argv:
+        if a == "--problems":
+            skipping = True
+            continue
+        if skipping and not a.startswith("--"):
+            continue
+        skipping = False
+        out.append(a)
+    return out
+
+
+if __name__ == "__main__":
+    main()

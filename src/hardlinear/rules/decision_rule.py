@@ -368,14 +368,16 @@ def solve_decision_rule(
             warnings.warn(f"decision-rule cache {path} does not verify ({why}); rebuilding it", stacklevel=2)
             rule = None
     if rule is None:
+        from hardlinear.rules.progress import SolveProgress
         from hardlinear.rules.robust_lp import ProgramInfeasible
 
         start = time.perf_counter()
         try:
-            sol = _solve(
-                problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
-                margin_fraction=margin_fraction, max_margin=max_margin, progress=progress, device=device,
-            )
+            with SolveProgress(solver, problem.name):
+                sol = _solve(
+                    problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
+                    margin_fraction=margin_fraction, max_margin=max_margin, progress=progress, device=device,
+                )
         except ProgramInfeasible as err:
             raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
         description = describe_row(problem, sol.binding_row)

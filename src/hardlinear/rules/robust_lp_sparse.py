@@ -230,6 +230,9 @@ def solve_robust_lp_sparse(
         "sparse robust LP: %d inputs, %d expressions, %d x %d, %d nonzeros (built in %.1f s); HiGHS IPX",
         q, len(upper), A.shape[0], A.shape[1], A.nnz, build_s,
     )
+    from hardlinear.rules.progress import report
+
+    report(f"HiGHS IPX on the sparse LP ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros, built in {build_s:.1f} s)")
     x, status, info = _run_highs(A, row_lower, row_upper, n * (q + 1), len(upper) * q, threads, tolerance)
     if status == "Infeasible":
         raise ProgramInfeasible("the rule's equalities G F = B_eq have no solution (HiGHS: infeasible)")

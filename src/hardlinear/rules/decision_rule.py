@@ -189,7 +189,7 @@ def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
 # the solvers for large grids, beside the LP solvers of robust_lp: the whole LP kept sparse, and the structured
 # row generation
 LARGE_GRID_SOLVERS = ("sparse", "reduced")
-# grids with aggregated inputs (zones, areas) are outside the cost model's data (every bus an input): there auto
+# grids with other inputs (loaded buses, zones, areas) are outside the cost model's data (every bus an input): there auto
 # keeps the choice measured in issue 20 (benchmarks/README.md): Clarabel up to this many inequality rows, then the
 # sparse solver while its LP fits SPARSE_MAX_NONZEROS (one area at case6470 and case13659), else reduced
 AGGREGATED_CLARABEL_MAX_ROWS = 4000
@@ -216,7 +216,7 @@ def _auto_solver(problem, rule_objective: str) -> str:
     (:func:`hardlinear.rules.solver_choice.choose`) among Clarabel, HiGHS and the large-grid solvers (the sparse
     one only up to ``SPARSE_MAX_NONZEROS``: its memory), on the power grids the model was fitted on (a DC-OPF:
     ``problem.network``, every bus an input; any other problem stays on Clarabel, the general solver, and grids with
-    aggregated inputs keep issue 20's rule, ``AGGREGATED_CLARABEL_MAX_ROWS``), except for the paper's problems, whose
+    other inputs keep issue 20's rule, ``AGGREGATED_CLARABEL_MAX_ROWS``), except for the paper's problems, whose
     recorded rules Clarabel solved (``RECORDED_WITH_CLARABEL``). Logs the predictions and the choice."""
     from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS
     from hardlinear.rules.solver_choice import RECORDED_WITH_CLARABEL, choose, predicted_seconds, rule_features
@@ -235,7 +235,7 @@ def _auto_solver(problem, rule_objective: str) -> str:
     if getattr(problem, "network", None) is None:
         log.debug("rule_solver=auto for %s: Clarabel (the cost model is fitted on power grids only)", getattr(problem, "name", "constraints"))
         return "clarabel"
-    if getattr(problem, "inputs", "all_buses") != "all_buses":  # aggregated inputs: outside the model's data
+    if getattr(problem, "inputs", "all_buses") != "all_buses":  # other inputs: outside the model's data
         if compact.m_ineq <= AGGREGATED_CLARABEL_MAX_ROWS:
             return "clarabel"
         return "sparse" if features["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else "reduced"

@@ -14,8 +14,8 @@ against the JSON). The times were taken on a shared, loaded 2-core machine: abso
 pessimistic, the *ratios* between solvers are what the choice uses.
 
 The model is used where its data came from: power grids (a DC-OPF: ``problem.network``) with every bus an input.
-User constraints and the other problems stay on Clarabel, the general solver; grids with aggregated inputs (zones,
-areas: one to a few dozen inputs, never measured here) keep issue 20's measured rule (decision_rule.py,
+User constraints and the other problems stay on Clarabel, the general solver; grids with other inputs (loaded
+buses only, zones, areas: never measured here) keep issue 20's measured rule (decision_rule.py,
 ``AGGREGATED_CLARABEL_MAX_ROWS``). Only a solver that applies is a candidate: the large-grid solvers ("sparse", "reduced") solve the margin rule
 over an input box; the cost rule, an input polytope and the SDP (input-dependent left-hand side) stay on
 Clarabel. One exception is kept by name, not by size: the paper's own problems (``RECORDED_WITH_CLARABEL``), whose

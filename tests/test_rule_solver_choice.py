@@ -1,6 +1,6 @@
-"""``rule_solver=auto``: Clarabel up to ``REDUCED_MIN_ROWS`` inequality rows; above it, for the margin rule over a
-box (the only program they solve), the sparse solver while its LP has at most ``SPARSE_MAX_NONZEROS`` nonzeros and
-the structured one beyond; the cost rule and input polytopes stay on Clarabel."""
+"""``rule_solver=auto``: on power grids the fastest solver that applies by the cost model (hardlinear.rules.solver_choice;
+its fit is tested in test_rule_solver_cost_model.py); Clarabel for the paper's problems (their recorded rules), the
+cost rule, input polytopes and anything that is not a grid; each large-grid solver named explicitly."""
 
 from __future__ import annotations
 
@@ -8,27 +8,33 @@ import numpy as np
 import pytest
 
 from hardlinear.problems import build_problem
-from hardlinear.rules import decision_rule
+from hardlinear.rules import decision_rule, solver_choice
 from hardlinear.rules.decision_rule import _resolve_solver, solve_decision_rule
 
 
-def test_auto_keeps_clarabel_up_to_case500():
-    """The recorded rules (paper cases, case500_goc of table_large) keep the solver they were made with."""
-    for problem in (build_problem("dcopf_14"), build_problem("dcopf", case="pglib_opf_case500_goc", uncertainty=0.02)):
-        assert problem.compact.m_ineq <= decision_rule.REDUCED_MIN_ROWS
-        assert _resolve_solver(problem, "auto") == "clarabel"
+# a model under which each solver in turn is the cheapest: (a, b) with b = 0, so the prediction is 10**a seconds
+def _model(fastest: str) -> dict[str, tuple[float, float]]:
+    return {s: (0.0 if s == fastest else 3.0, 0.0) for s in solver_choice.COST_MODEL}
 
 
-def test_auto_picks_sparse_then_reduced_above_the_threshold(monkeypatch, tmp_path):
-    from hardlinear.rules import robust_lp_sparse
+def test_auto_keeps_clarabel_for_the_paper_problems_and_follows_the_model_elsewhere(monkeypatch):
+    """dcopf_14 by name keeps its recorded rules' solver; the same grid as an unnamed case goes by the model."""
+    monkeypatch.setattr(solver_choice, "COST_MODEL", _model("reduced"))
+    assert _resolve_solver(build_problem("dcopf_14"), "auto") == "clarabel"
+    assert _resolve_solver(build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.4), "auto") == "reduced"
 
-    problem = build_problem("dcopf_14", form="inequality")
-    monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", problem.compact.m_ineq - 1)
+
+def test_auto_picks_the_predicted_fastest_and_its_rule_agrees(monkeypatch, tmp_path):
+    problem = build_problem("dcopf", case="pglib_opf_case14_ieee", uncertainty=0.4, form="inequality")
+    monkeypatch.setattr(solver_choice, "COST_MODEL", _model("sparse"))
     assert _resolve_solver(problem, "auto") == "sparse"  # a small LP in the grid's variables: solved whole
     sparse = solve_decision_rule(problem, solver="auto", cache_dir=tmp_path)
     assert sparse.info["solver"] == "sparse"
-    # past SPARSE_MAX_NONZEROS (every load an input on a large grid) the structured row generation takes over
+    # past SPARSE_MAX_NONZEROS (its memory) the sparse solver is no candidate, whatever the model says
+    from hardlinear.rules import robust_lp_sparse
+
     monkeypatch.setattr(robust_lp_sparse, "SPARSE_MAX_NONZEROS", robust_lp_sparse.sparse_lp_nonzeros(problem.compact) - 1)
+    monkeypatch.setattr(solver_choice, "COST_MODEL", {**_model("sparse"), "reduced": (1.0, 0.0)})
     assert _resolve_solver(problem, "auto") == "reduced"
     assert _resolve_solver(problem, "auto", "cost") == "clarabel"  # the structured solver has no cost rule
     assert _resolve_solver(problem, "clarabel") == "clarabel"  # an explicit choice is kept
@@ -41,7 +47,7 @@ def test_auto_picks_sparse_then_reduced_above_the_threshold(monkeypatch, tmp_pat
     assert again.info["cached"] and np.array_equal(again.linear.numpy(), auto.linear.numpy())
 
 
-def test_auto_keeps_clarabel_over_a_polytope(monkeypatch):
+def test_auto_keeps_clarabel_over_a_polytope_and_off_the_grids(monkeypatch):
     import hardlinear
 
     rng = np.random.default_rng(0)
@@ -51,9 +57,10 @@ def test_auto_keeps_clarabel_over_a_polytope(monkeypatch):
     octahedron = np.array([[a, b, c] for a in (-1.0, 1.0) for b in (-1.0, 1.0) for c in (-1.0, 1.0)])
     target = hardlinear.LinearConstraints(A_in=octahedron, b_in=np.ones(8), H=H, h=h)
     assert target.compact.polytope is not None
-    monkeypatch.setattr(decision_rule, "REDUCED_MIN_ROWS", 0)
+    monkeypatch.setattr(solver_choice, "COST_MODEL", _model("sparse"))
     assert _resolve_solver(target, "auto") == "clarabel"
-    assert _resolve_solver(hardlinear.LinearConstraints(lo=-np.ones(k), hi=np.ones(k), H=H, h=h), "auto") == "sparse"
+    # a box, but not a power grid: outside the data the model was fitted on, the general solver
+    assert _resolve_solver(hardlinear.LinearConstraints(lo=-np.ones(k), hi=np.ones(k), H=H, h=h), "auto") == "clarabel"
 
 
 @pytest.mark.parametrize("solver", decision_rule.LARGE_GRID_SOLVERS)

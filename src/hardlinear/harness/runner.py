@@ -17,6 +17,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -234,6 +235,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     run_dir = Path(identity["run_dir"])
     eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
     label = f"{problem.name}/{method.name} {identity['variant']}".strip()
+    clock = {"run": time.perf_counter()}  # the stages' wall times (time/*_s): what scripts/time_attribution.py reads
     try:
         # --- offline work (decision rule, factorisations): first, so a problem with no rule fails before data ---
         check_batch_memory(problem, dict(cfg.network), int(cfg.trainer.batch_size), int(cfg.eval.throughput_batch), ctx, method=method)
@@ -248,12 +250,16 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         supervised = None
         if method.trainable and method.supervised:
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
+        clock["data"] = time.perf_counter()
         resume_state = read_last(trainer_cfg.resume, record["config"]) if trainer_cfg.resume and method.trainable else None
         fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised, resume_state=resume_state,
                     on_state=lambda state: save_last(run_dir, state, record["config"]))
+        clock["train"] = time.perf_counter()
         checkpoint = save_checkpoint(run_dir, method, record["config"], probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
+        clock["checkpoint"] = time.perf_counter()
         # --- evaluation (timed on the test set) ---
         metrics = evaluate_method(method, problem, test, ctx, eval_cfg)
+        clock["eval"] = time.perf_counter()
     except SolverUnavailable as err:
         reason = str(err).splitlines()[0]
         print(f"[hardlinear] SKIPPED {label}: {reason}", file=sys.stderr, flush=True)
@@ -277,6 +283,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())
+    metrics.update(stage_times(clock, offline_s, fit))
 
     diverged = divergence_reason(metrics, eval_cfg)
     status = "diverged" if diverged else "ok"
@@ -295,6 +302,19 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         flush=True,
     )
     return row
+
+
+def stage_times(clock: dict[str, float], offline_s: float, fit) -> dict[str, float]:
+    """Wall seconds of a run's stages, summing to ``time/run_s``: the offline set-up (rule), the data sets (and
+    their reference solves; the cache's load when cached), the training steps, validation (in the loop and the
+    kept checkpoint's), the checkpoint's save, the evaluation (metrics, latency, throughput)."""
+    setup = clock["data"] - clock["run"]
+    train_total = clock["train"] - clock["data"]
+    return {
+        "time/offline_s": offline_s, "time/data_s": setup - offline_s, "time/train_steps_s": train_total - fit.val_time_s,
+        "time/val_s": fit.val_time_s, "time/checkpoint_s": clock["checkpoint"] - clock["train"],
+        "time/eval_s": clock["eval"] - clock["checkpoint"], "time/run_s": clock["eval"] - clock["run"],
+    }
 
 
 def _now() -> str:

@@ -185,15 +185,14 @@ def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
 
 
 # --- solving --------------------------------------------------------------------------------------------
-# solver="auto" picks the structured solver (hardlinear.rules.reduced) for the margin rule over a box when the compact
-# problem has more inequality rows than this: measured (benchmarks/README.md) it is 1.2-1.5x faster at case300
-# (1,754 rows) and 6x at case2000_goc by area (13,354 rows; Clarabel: 18-65 min and ~10 GB with every load an
-# input, reduced: ~7 min and 2.3 GB), slower on some of the paper's cases (<= 1,044 rows). 4,000 keeps Clarabel
-# (and the recorded rules) up to case500_goc (3,098 rows) and hands case1354_pegase (7,922) and above to reduced.
-REDUCED_MIN_ROWS = 4000
+# solver="auto" picks by the cost model of hardlinear.rules.solver_choice (fitted to benchmarks/bench_rule_solvers.py)
 # the solvers for large grids, beside the LP solvers of robust_lp: the whole LP kept sparse, and the structured
 # row generation
 LARGE_GRID_SOLVERS = ("sparse", "reduced")
+# grids with other inputs (loaded buses, zones, areas) are outside the cost model's data (every bus an input): there auto
+# keeps the choice measured in issue 20 (benchmarks/README.md): Clarabel up to this many inequality rows, then the
+# sparse solver while its LP fits SPARSE_MAX_NONZEROS (one area at case6470 and case13659), else reduced
+AGGREGATED_CLARABEL_MAX_ROWS = 4000
 
 
 def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str:
@@ -204,34 +203,53 @@ def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str
     # reduced: hardlinear.rules.reduced; sparse: hardlinear.rules.robust_lp_sparse
     valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, *LARGE_GRID_SOLVERS)
     if solver == "auto":
-        if not _reduced_applies(problem, rule_objective):
-            return "clarabel"
-        from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS, sparse_lp_nonzeros
-
-        return "sparse" if sparse_lp_nonzeros(problem.compact) <= SPARSE_MAX_NONZEROS else "reduced"
+        return _auto_solver(problem, rule_objective)
     if solver not in valid:
         kind = "SDP (input-dependent left-hand side)" if sdp else "robust LP"
         raise ValueError(f"solver {solver!r} cannot solve the {kind}; choose 'auto' or one of {valid}")
     return solver
 
 
-def _reduced_applies(problem, rule_objective: str) -> bool:
-    """Whether ``solver="auto"`` hands ``problem`` to a large-grid solver: a large LP (more than
-    ``REDUCED_MIN_ROWS`` inequality rows) of the margin rule over a box, to "sparse" (the whole LP in the grid's
-    variables) while it has at most ``SPARSE_MAX_NONZEROS`` nonzeros (few inputs: zones, areas), else to
-    "reduced" (the structured row generation: every load an input); the cost rule and input polytopes stay on
-    Clarabel, which is slow at that size (a log line says so)."""
+def _auto_solver(problem, rule_objective: str) -> str:
+    """The solver ``solver="auto"`` hands ``problem`` to: Clarabel for the SDP, the cost rule and input polytopes
+    (the only solver that takes them), else the fastest predicted by the cost model
+    (:func:`hardlinear.rules.solver_choice.choose`) among Clarabel, HiGHS and the large-grid solvers (the sparse
+    one only up to ``SPARSE_MAX_NONZEROS``: its memory), on the power grids the model was fitted on (a DC-OPF:
+    ``problem.network``, every bus an input; any other problem stays on Clarabel, the general solver, and grids with
+    other inputs keep issue 20's rule, ``AGGREGATED_CLARABEL_MAX_ROWS``), except for the paper's problems, whose
+    recorded rules Clarabel solved (``RECORDED_WITH_CLARABEL``). Logs the predictions and the choice."""
+    from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS
+    from hardlinear.rules.solver_choice import RECORDED_WITH_CLARABEL, choose, predicted_seconds, rule_features
+
     compact = problem.compact
-    if compact.input_dependent_lhs or compact.m_ineq <= REDUCED_MIN_ROWS:
-        return False
+    if compact.input_dependent_lhs:
+        return "clarabel"
+    features = rule_features(problem)
     if rule_objective != "margin" or getattr(compact, "polytope", None) is not None:
-        log.warning(
-            "decision rule of %s: %d inequality rows, but the structured solver handles only the margin rule over a "
-            "box; Clarabel solves this %s (expect a long solve: 18-65 min at 2,000 buses)",
-            problem.name, compact.m_ineq, "cost rule" if rule_objective != "margin" else "input polytope",
+        guess = predicted_seconds(features, "clarabel")
+        (log.warning if guess > 600 else log.info)(
+            "decision rule of %s: the structured solvers handle only the margin rule over a box; Clarabel solves this "
+            "%s (cost model: about %.0f s)", problem.name, "cost rule" if rule_objective != "margin" else "input polytope", guess,
         )
-        return False
-    return True
+        return "clarabel"
+    if getattr(problem, "network", None) is None:
+        log.debug("rule_solver=auto for %s: Clarabel (the cost model is fitted on power grids only)", getattr(problem, "name", "constraints"))
+        return "clarabel"
+    if getattr(problem, "inputs", "all_buses") != "all_buses":  # other inputs: outside the model's data
+        if compact.m_ineq <= AGGREGATED_CLARABEL_MAX_ROWS:
+            return "clarabel"
+        return "sparse" if features["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else "reduced"
+    if problem.name in RECORDED_WITH_CLARABEL:
+        log.info("rule_solver=auto for %s: Clarabel, the solver of its recorded rules (rule_solver=... to choose another)", problem.name)
+        return "clarabel"
+    candidates = ("clarabel", "highs", "reduced") + (("sparse",) if features["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else ())
+    solver, predicted = choose(features, candidates)
+    log.info(
+        "rule_solver=auto for %s (%d rows, %d inputs, null-space dimension %d): predicted %s -> %s",
+        problem.name, features["m_ineq"], features["k"], features["null_dim"],
+        ", ".join(f"{name} {seconds:.3g} s" for name, seconds in sorted(predicted.items(), key=lambda kv: kv[1])), solver,
+    )
+    return solver
 
 
 def _rule_cost(problem, rule_objective: str):
@@ -329,8 +347,8 @@ def solve_decision_rule(
 ) -> DecisionRule:
     """Compute (or load from ``cache_dir``) the safe network of ``problem`` and verify it.
 
-    ``solver``: "auto" (Clarabel; above ``REDUCED_MIN_ROWS`` inequality rows, for the margin rule over a box,
-    "sparse" while that LP has at most ``SPARSE_MAX_NONZEROS`` nonzeros, else "reduced"), "clarabel", "highs"
+    ``solver``: "auto" (the fastest that applies by the cost model of :mod:`hardlinear.rules.solver_choice`, fitted
+    to measurements; Clarabel for the SDP, the cost rule and input polytopes), "clarabel", "highs"
     (IPX), "pdlp" (HiGHS first-order), "sparse" (the whole LP in the grid's sparse variables,
     :mod:`~hardlinear.rules.robust_lp_sparse`: few inputs) or "reduced" (the structured interior point of
     :mod:`~hardlinear.rules.reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
@@ -368,14 +386,16 @@ def solve_decision_rule(
             warnings.warn(f"decision-rule cache {path} does not verify ({why}); rebuilding it", stacklevel=2)
             rule = None
     if rule is None:
+        from hardlinear.rules.progress import SolveProgress
         from hardlinear.rules.robust_lp import ProgramInfeasible
 
         start = time.perf_counter()
         try:
-            sol = _solve(
-                problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
-                margin_fraction=margin_fraction, max_margin=max_margin, progress=progress, device=device,
-            )
+            with SolveProgress(solver, problem.name):
+                sol = _solve(
+                    problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
+                    margin_fraction=margin_fraction, max_margin=max_margin, progress=progress, device=device,
+                )
         except ProgramInfeasible as err:
             raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
         description = describe_row(problem, sol.binding_row)

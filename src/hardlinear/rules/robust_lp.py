@@ -346,7 +346,12 @@ def _solve_clarabel(lp: dict[str, Any], regularization: float, threads: int) -> 
     settings.max_threads = threads
     n_in = lp["Ain"].shape[0] + len(nonneg) + len(t_rhs)
     cones = [clarabel.ZeroConeT(lp["Aeq"].shape[0]), clarabel.NonnegativeConeT(n_in)]
-    sol = clarabel.DefaultSolver(P, q, A, b, cones, settings).solve()
+    solver = clarabel.DefaultSolver(P, q, A, b, cones, settings)
+    if hasattr(solver, "set_termination_callback"):  # clarabel >= 0.10: each iteration feeds the heartbeat
+        from hardlinear.rules.progress import clarabel_callback
+
+        solver.set_termination_callback(clarabel_callback())
+    sol = solver.solve()
     status = str(sol.status)
     if status in ("DualInfeasible", "AlmostDualInfeasible"):
         raise ProgramUnbounded(f"Clarabel returned {status} (unbounded) on the robust LP")
@@ -526,6 +531,9 @@ class _Progress:
         elapsed = time.perf_counter() - self.start
         level = logging.INFO if self.enabled and elapsed >= self.after_s else logging.DEBUG
         log.log(level, "decision rule [%.1f s] " + message, elapsed, *args)
+        from hardlinear.rules.progress import report
+
+        report(message % args if args else message)  # the heartbeat's status: the row generation's last round
 
 
 # --- an unbounded margin ---------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ Its nonzeros are ``(q + 1) nnz(G) + 2 q (nnz(H_u) + E) + ...``: linear in the gr
 inputs, so with loads aggregated by zone or area it is a few DC-OPFs' worth of LP that HiGHS's interior point
 (IPX, no crossover) solves directly: no elimination, no working set, no rounds. With every load an input the
 nonzeros grow as ``inputs x grid`` (60 M at case2000_goc's 1,010 loads) and the structured row generation of
-:mod:`~hardlinear.rules.reduced` is the better tool; ``solver="auto"`` chooses by
-:func:`sparse_lp_nonzeros` (``SPARSE_MAX_NONZEROS``).
+:mod:`~hardlinear.rules.reduced` is the better tool; ``solver="auto"`` chooses by a cost model
+(:mod:`hardlinear.rules.solver_choice`: :func:`sparse_lp_nonzeros` is this solver's size) and never past
+``SPARSE_MAX_NONZEROS``.
 
 After solving, the rule is mapped back to x-coordinates, corrected once onto ``G F = B_eq`` (one sparse LU of
 ``G G'``) and verified row by row in float64 (:func:`~hardlinear.rules.reduced.verified_row_margins_chunked`):
@@ -43,8 +44,8 @@ from hardlinear.rules.sparse_elimination import normal_lu
 
 log = logging.getLogger(__name__)
 
-# solver="auto" hands a large margin rule to this solver while its LP has at most this many nonzeros by
-# sparse_lp_nonzeros (an overestimate, ~1.7x), beyond to the structured row generation. Measured, 1 thread: one area
+# solver="auto" never hands this solver an LP of more nonzeros than this by sparse_lp_nonzeros (an overestimate,
+# ~1.7x): its memory. Measured, 1 thread: one area
 # at case13659_pegase (estimate 1.2 M, built 0.72 M) 69 s and 0.6 GB; 24 zones at case9241_pegase (estimate 12.8 M)
 # had not finished after 26 min (22 min of CPU, 3.2 GB) and was stopped.
 SPARSE_MAX_NONZEROS = 5_000_000
@@ -230,6 +231,9 @@ def solve_robust_lp_sparse(
         "sparse robust LP: %d inputs, %d expressions, %d x %d, %d nonzeros (built in %.1f s); HiGHS IPX",
         q, len(upper), A.shape[0], A.shape[1], A.nnz, build_s,
     )
+    from hardlinear.rules.progress import report
+
+    report(f"HiGHS IPX on the sparse LP ({A.shape[0]} x {A.shape[1]}, {A.nnz} nonzeros, built in {build_s:.1f} s)")
     x, status, info = _run_highs(A, row_lower, row_upper, n * (q + 1), len(upper) * q, threads, tolerance)
     if status == "Infeasible":
         raise ProgramInfeasible("the rule's equalities G F = B_eq have no solution (HiGHS: infeasible)")

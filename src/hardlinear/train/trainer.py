@@ -111,6 +111,9 @@ class TrainResult:
     """Epochs trained, a fraction when a time budget ended the last one early (its batches over the epoch's)."""
     budget_spent: bool = False
     """True when ``time_budget_s`` stopped training before ``epochs``."""
+    val_time_s: float = 0.0
+    """Seconds of ``time_s`` spent validating (the loss every epoch, the metrics every ``val_every``) plus the kept
+    checkpoint's final validation metrics (after ``time_s``): what a sweep's time attribution separates."""
     history: list[dict] = field(default_factory=list)
     val_metrics: dict[str, float] = field(default_factory=dict)
     """Validation metrics of the kept checkpoint (what the run reports as ``val/...``)."""
@@ -183,7 +186,9 @@ def train(
 
     result = TrainResult()
     if not method.trainable or cfg.epochs == 0:
+        t_val = time.perf_counter()
         result.val_metrics = _val_metrics(method, problem, val, ctx)
+        result.val_time_s = time.perf_counter() - t_val
         return result
     if method.supervised and supervised is None:
         raise ValueError(f"{method.name} is supervised: pass the solved training set")
@@ -229,8 +234,9 @@ def train(
         result.epochs += done / len(batches)
         record = {"epoch": epoch, "phase": phase, "train/loss": running / done, "train/batches": done}
         record.update({f"train/{k}": v for k, v in method.after_epoch(epoch).items()})
-        # --- validation (not timed): the loss every epoch (checkpoint selection), the metrics, which run the
-        # method's full inference (solvers, correction loops), every `val_every` epochs and at the end ---
+        # --- validation (timed apart in val_time_s): the loss every epoch (checkpoint selection), the metrics, which
+        # run the method's full inference (solvers, correction loops), every `val_every` epochs and at the end ---
+        t_val = time.perf_counter()
         method.eval()
         with torch.no_grad():
             val_loss = _phase_loss(method, phase, val_xi, val_y).item()
@@ -239,6 +245,9 @@ def train(
             metrics = _val_metrics(method, problem, val, ctx)
             record.update(metrics)
             bar.set_postfix({"gap": f"{metrics['val/gap_mean']:.2f}%", "ineq": f"{metrics['val/ineq_viol_mean']:.1e}", "phase": phase})
+        epoch_val_s = time.perf_counter() - t_val
+        result.val_time_s += epoch_val_s
+        record["time/val_s"] = epoch_val_s
         last_phase = phase == ("supervised" if method.supervised else "train") or not has_pretrain
         if phase == "pretrain" and epoch == cfg.pretrain_epochs - 1:
             result.best_val_loss = math.inf  # selection restarts with the objective phase
@@ -261,7 +270,9 @@ def train(
         method.load_state_dict(best_state)
     method.eval()
     result.time_s = time.perf_counter() - t_start
-    result.val_metrics = _val_metrics(method, problem, val, ctx)  # of the kept checkpoint, not timed
+    t_val = time.perf_counter()
+    result.val_metrics = _val_metrics(method, problem, val, ctx)  # of the kept checkpoint, not in time_s
+    result.val_time_s += time.perf_counter() - t_val
     return result
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hardlinear.rules.progress import report
 from hardlinear.rules.reduced.settings import (
     CHUNK_BYTES,
     DEVICE_CHUNK_BYTES,
@@ -438,6 +439,7 @@ def solve_working_set(
         dres = _norm_inf(rd) / (1.0 + _norm_inf(ATy))
         gap = mu * n_rows / (1.0 + abs(x.t) * float(np.max(ws.w)))
         log.debug("ipm %d: t=%.10g pres=%.2e dres=%.2e gap=%.2e solve=%.1e", it, x.t, pres, dres, gap, info.get("solve_residual", 0.0))
+        report(f"interior point iteration {it}: t={x.t:.8g}, gap {gap:.2e}, residuals {pres:.1e}/{dres:.1e}")
         if pres < tol and dres < DUAL_TOL and gap < tol:
             info.update(ipm_iterations=it, pres=pres, dres=dres, gap=gap)
             return x, x.t, info

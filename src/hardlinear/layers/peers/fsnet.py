@@ -129,6 +129,8 @@ def lbfgs_feasibility(
                 state.Y.pop(0)
             state.y, state.f, state.g = y_next, f_next, g_next
             state.iterations += 1
+    if not differentiable:
+        state.y = state.y.detach()
     return state
 
 

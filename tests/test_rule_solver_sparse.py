@@ -14,7 +14,8 @@ from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse, sparse_lp_
 
 
 @pytest.mark.parametrize("form", ["standard", "inequality"])
-@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_30", "dcopf_57", "dcopf_118"])
+# dcopf_118 (about 30 s a form on 2 cores) runs with `make test-slow`; 14-57 buses cover the same code by default
+@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_30", "dcopf_57", pytest.param("dcopf_118", marks=pytest.mark.slow)])
 def test_sparse_solver_matches_the_interior_point(name, form):
     problem = _problem(name, form)
     w = row_weights(problem.compact.H, form)
@@ -72,7 +73,7 @@ def test_a_fixed_input_keeps_its_nominal_column():
     assert np.abs(target.compact.G @ new.F - target.compact.B_eq).max() <= 1e-9
 
 
-@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_57", "dcopf_118"])
+@pytest.mark.parametrize("name", ["dcopf_14", "dcopf_57", pytest.param("dcopf_118", marks=pytest.mark.slow)])  # 118: ~90 s
 def test_sparse_level_lp_matches_the_exact_level(name):
     """The largest uncertainty level by the sparse level LP equals the row-generated one of robust_lp (Clarabel),
     and the rule at 99 % of it has a positive margin while one at 101 % has none."""

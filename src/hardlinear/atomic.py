@@ -83,15 +83,9 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def create_exclusive_bytes(path: str | os.PathLike, data: bytes, durable: bool = True) -> Path:
-    """Create ``path`` with ``data`` atomically, and only if it does not exist; ``FileExistsError`` otherwise.
-
-    Why not ``exists()`` then ``os.replace``: between the two another writer can create the file, and the replace
-    would silently drop its content. Here the whole file is written to a temporary name, then hard-linked to
-    ``path``: ``link`` fails if ``path`` exists, so of two writers exactly one wins and readers see a whole file.
-    On a file system without hard links, ``O_CREAT | O_EXCL`` creates the file (exclusive still; a crash in the
-    middle can then leave a partial file, which the readers' checksum rejects)."""
-    path = Path(path)
+def _write_temporary(path: Path, data: bytes) -> str:
+    """``data`` in a fresh temporary file beside ``path``, fsynced, with the umask's mode: what both writers
+    below publish (by a rename, or by a hard link). A full disk comes out as :class:`DiskFull`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -103,6 +97,25 @@ def create_exclusive_bytes(path: str | os.PathLike, data: bytes, durable: bool =
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException as err:
+        os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise disk_full(err, path, len(data)) from None
+        raise
+    return tmp
+
+
+def create_exclusive_bytes(path: str | os.PathLike, data: bytes, durable: bool = True) -> Path:
+    """Create ``path`` with ``data`` atomically, and only if it does not exist; ``FileExistsError`` otherwise.
+
+    Why not ``exists()`` then ``os.replace``: between the two another writer can create the file, and the replace
+    would silently drop its content. Here the whole file is written to a temporary name, then hard-linked to
+    ``path``: ``link`` fails if ``path`` exists, so of two writers exactly one wins and readers see a whole file.
+    On a file system without hard links, ``O_CREAT | O_EXCL`` creates the file (exclusive still; a crash in the
+    middle can then leave a partial file, which the readers' checksum rejects)."""
+    path = Path(path)
+    tmp = _write_temporary(path, data)
+    try:
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -142,17 +155,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = Fal
     On any error (a full disk: ``OSError(ENOSPC)`` or ``EFBIG``) the temporary file is removed and the error
     raised, and ``path`` is left as it was."""
     path = Path(path)
+    tmp = _write_temporary(path, data)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise disk_full(err, path, len(data)) from None
-    try:
-        os.fchmod(fd, file_mode())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as err:
         if os.path.exists(tmp):

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -580,7 +581,9 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
     level = getattr(problem, "uncertainty", None)
     if problem.compact.input_dependent_lhs or level is None:
         return None
-    solver = _resolve_solver(problem, solver)
+    requested, solver = solver, _resolve_solver(problem, solver)
+    if solver == "reduced" and requested == "auto":
+        solver = _scaling_lp_solver(problem)  # the reduced solver has no scaling LP: the fastest that has one
     if solver == "reduced":
         return None  # no scaling LP of its own; the caller bisects with the reduced solver instead
     build = rebuilder(problem)
@@ -601,6 +604,19 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
         kappa, info = max_uncertainty_scaling(full, solver=solver, margin_gap=margin_gap)
     log.info("largest uncertainty level of %s: %.6g (kappa %.6g, %d rounds)", problem.name, kappa * level, kappa, info.get("rounds", 0))
     return kappa * level
+
+
+def _scaling_lp_solver(problem) -> str:
+    """The solver the cost model predicts fastest among those with a level-scaling LP (Clarabel, HiGHS, and the
+    sparse one where it fits): what ``max_uncertainty_exact`` uses when ``auto`` would pick the reduced solver.
+    "reduced" (so: bisect) when every one of them is beyond the sizes it was measured to finish."""
+    from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS
+    from hardlinear.rules.solver_choice import choose, rule_features
+
+    features = rule_features(problem)
+    candidates = ("clarabel", "highs") + (("sparse",) if features["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else ())
+    solver, predicted = choose(features, candidates)
+    return solver if math.isfinite(predicted[solver]) else "reduced"
 
 
 def rebuilder(problem) -> Callable[[float], Any] | None:

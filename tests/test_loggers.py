@@ -193,3 +193,34 @@ def test_wandb_checkpoint_artifact_is_off_by_default(wandb_env):
         records = read_wandb_records(wandb_file)
     assert any(r.WhichOneof("record_type") == "exit" for r in records)
     assert not [r for r in records if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "model"]
+
+
+def test_an_evaluation_of_a_wandb_run_is_a_wandb_run_with_job_type_eval(wandb_env):
+    """evaluate.py mirrors its record to W&B when the evaluated run logged there: job_type ``eval``, the record's
+    status and identity in the summary; a run that logged to CSV only gets no W&B run."""
+    from hardlinear.harness.reevaluate import mirror_to_wandb
+
+    config = {"seed": 0, "problem": {"name": "dcopf_14"}, "method": {"name": "proposed"}, "study": "mine-eval",
+              "logger": {"names": ["csv", "wandb"], "project": "hardlinear", "mode": None},
+              "evaluated": {"run_dir": "somewhere", "identity": "abc"}}
+    record = {"config": config, "status": "ok", "reason": "", "study": "mine-eval", "identity": "f00d",
+              "row": {"test/gap_mean": 0.5, "method": "proposed"}}
+    csv_only = wandb_env / "csv_only"
+    mirror_to_wandb(csv_only, {**record, "config": {**config, "logger": {"names": ["csv"]}}})
+    assert not (csv_only / "wandb").exists()
+
+    out = wandb_env / "eval"
+    mirror_to_wandb(out, record)
+    (wandb_file,) = (out / "wandb").glob("offline-run-*/run-*.wandb")
+    deadline = time.monotonic() + 30.0
+    records = read_wandb_records(wandb_file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = read_wandb_records(wandb_file)
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert run.job_type == "eval"
+    summary = {}
+    for r in records:
+        if r.WhichOneof("record_type") == "summary":
+            summary.update(_items(r.summary.update))
+    assert summary["status"] == "ok" and summary["identity"] == "f00d" and summary["test/gap_mean"] == 0.5

@@ -155,7 +155,28 @@ def evaluate_run(
         "status": status, "reason": diverged or "", "row": row,
     }
     publish_outputs(out, {"predictions.npz": buf, "metrics.json": json.dumps(row, indent=2, default=float).encode()}, record)
+    mirror_to_wandb(out, record)
     return {**row, "study": new_study, "out_dir": str(out)}
+
+
+def mirror_to_wandb(out: Path, record: dict[str, Any]) -> None:
+    """When the evaluated run logged to W&B (``logger=wandb``), its evaluation does too: a run with ``job_type=eval``
+    (``wandb_labels``: the config carries ``evaluated``) in ``<out>/wandb/``, offline unless ``$WANDB_MODE`` or the
+    run's ``logger.mode`` says otherwise, with the metrics and the record's status and identity in its summary.
+    Written after the outputs are published: the record is the result, W&B a mirror of it."""
+    from hardlinear.harness.loggers import WandbLogger, wandb_labels
+
+    config = record["config"]
+    options = dict(config.get("logger") or {})
+    if "wandb" not in (options.pop("names", None) or []):
+        return
+    options = {k: v for k, v in options.items() if k in ("project", "mode", "log_checkpoint", "verbose")}
+    logger = WandbLogger(str(out), config=config, **{**wandb_labels(config), **options})
+    try:
+        logger.log_final({k: v for k, v in record["row"].items() if "/" in k})
+        logger.log_status({"status": record["status"], "reason": record["reason"], "study": record["study"], "identity": record["identity"]})
+    finally:
+        logger.finish()
 
 
 def refuse_existing_out(out: Path) -> None:

@@ -46,6 +46,17 @@ def read_wandb_records(path: Path) -> list:
     return [pb.Record.FromString(p) for p in payloads]
 
 
+def finished_records(wandb_file: Path, timeout_s: float = 30.0) -> list:
+    """The run's records once its exit record is written: W&B's service may still be flushing its log when
+    ``finish()`` returns."""
+    deadline = time.monotonic() + timeout_s
+    records = read_wandb_records(wandb_file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = read_wandb_records(wandb_file)
+    return records
+
+
 def _items(items) -> dict:
     return {(it.key or "/".join(it.nested_key)): json.loads(it.value_json) for it in items}
 
@@ -105,12 +116,7 @@ def test_wandb_offline_run_round_trip(wandb_env):
     loggers.finish()
 
     (wandb_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
-    # W&B's service may still be flushing its log when finish() returns: wait for the run's exit record
-    deadline = time.monotonic() + 30.0
-    records = read_wandb_records(wandb_file)
-    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        records = read_wandb_records(wandb_file)
+    records = finished_records(wandb_file)
     history = [_items(r.history.item) for r in records if r.WhichOneof("record_type") == "history"]
     assert [h["epoch"] for h in history] == [0, 1, 2]
     assert [h["train/loss"] for h in history] == [1.0, 0.5, 1.0 / 3]
@@ -160,11 +166,7 @@ def test_wandb_run_is_labelled_quiet_and_logs_table_and_checkpoint(wandb_env, ca
     assert "wandb:" not in printed.out + printed.err, "W&B printed to the console without logger.verbose=true"
 
     (wandb_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
-    deadline = time.monotonic() + 30.0
-    records = read_wandb_records(wandb_file)
-    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        records = read_wandb_records(wandb_file)
+    records = finished_records(wandb_file)
     (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert run.run_group == "smoke" and run.display_name == "dcopf_14-dc3-seed1"
     assert list(run.tags) == ["dcopf_14", "dc3", "lp", "standard", "trainer=fast"]
@@ -186,11 +188,7 @@ def test_wandb_checkpoint_artifact_is_off_by_default(wandb_env):
     logger.log_checkpoint(run_dir / "checkpoint.pt")
     logger.finish()
     (wandb_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
-    deadline = time.monotonic() + 30.0
-    records = read_wandb_records(wandb_file)
-    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        records = read_wandb_records(wandb_file)
+    records = finished_records(wandb_file)
     assert any(r.WhichOneof("record_type") == "exit" for r in records)
     assert not [r for r in records if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "model"]
 
@@ -212,11 +210,7 @@ def test_an_evaluation_of_a_wandb_run_is_a_wandb_run_with_job_type_eval(wandb_en
     out = wandb_env / "eval"
     mirror_to_wandb(out, record)
     (wandb_file,) = (out / "wandb").glob("offline-run-*/run-*.wandb")
-    deadline = time.monotonic() + 30.0
-    records = read_wandb_records(wandb_file)
-    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        records = read_wandb_records(wandb_file)
+    records = finished_records(wandb_file)
     (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert run.job_type == "eval"
     summary = {}

@@ -15,32 +15,15 @@ from hardlinear.layers.feasibility import FeasibilityLayer
 
 __all__ = ["EqualityProjector", "FeasibilityLayer"]
 
-# names that moved to hardlinear.rules when the offline solvers left this package
-_MOVED_TO_RULES = frozenset(
-    {
-        "DecisionRule",
-        "DecisionRuleInfeasible",
-        "ProgramUnbounded",
-        "RuleCost",
-        "RuleSolution",
-        "expected_cost",
-        "max_uncertainty",
-        "max_uncertainty_exact",
-        "solve_decision_rule",
-        "solve_robust_lp",
-        "solve_robust_sdp",
-    }
-)
-
-
 def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_RULES:
+    """The names that moved to :mod:`hardlinear.rules` (its ``__all__``), with a warning naming the new path."""
+    import hardlinear.rules
+
+    if name in hardlinear.rules.__all__:
         warnings.warn(
             f"hardlinear.layers.{name} moved to hardlinear.rules.{name}; import it from there",
             DeprecationWarning,
             stacklevel=2,
         )
-        import hardlinear.rules
-
         return getattr(hardlinear.rules, name)
     raise AttributeError(f"module 'hardlinear.layers' has no attribute {name!r}")

@@ -1,90 +1,172 @@
-"""The peer-methods table (scripts/peers_table.py) rendered from synthetic records: aggregation over seeds,
-not-applicable and failed rows with their reasons, missing seeds said loudly, published rows with sources."""
+"""The peer-methods table (scripts/peers_table.py): its input is the records' rows (``load_records`` dicts), so the
+table logic is tested on small synthetic rows; one test reads real records of results/peers.
+
+What could go wrong and is checked: a refined proposed run averaged into the plain one, two schedules averaged
+into one mean, a planned cell silently absent, another instance's published figure beside ours, a timing taken
+from anywhere but the --timings benchmark output."""
+
+import csv
+import json
+from pathlib import Path
 
 import pytest
 
-from hardlinear.harness.results import load_records, write_record
-from hardlinear.reporting.peers import load_published, method_rows, peers_table
+from hardlinear.harness.results import load_records
+from hardlinear.reporting.peer_timings import load_timings
+from hardlinear.reporting.peers import load_pinet_published, load_published, peers_table
+
+REPO = Path(__file__).resolve().parents[1]
 
 
-def _record(tmp_path, problem, method, seed, status="ok", reason="", **metrics):
-    config = {"problem": {"name": problem}, "method": {"name": method}, "seed": seed, "study": "table_peers",
-              "trainer": {"name": "default", "epochs": 300, **metrics.pop("trainer", {})}}
-    row = {"problem": problem, "method": method, "seed": seed, "status": status, "form": "standard",
-           "n": 10, "m_eq": 2, "m_ineq": 5, **metrics}
-    write_record(tmp_path / f"{problem}-{method}-{seed}-{status}", {
-        "identity": f"{problem}{method}{seed}{status}", "study": "table_peers", "status": status,
-        "reason": reason, "row": row, "config": config,
-    })
+def rec(problem, method, seed, gap=1.0, status="ok", reason="", refine=None, epochs=300, lr=1e-4, variant="",
+        study="table_peers", time_ms=0.5, **extra):  # fmt: skip
+    row = {
+        "problem": problem, "cfg.problem.name": problem.split("_eq")[0], "method": method, "seed": seed,
+        "status": status, "reason": reason, "variant": variant, "form": "standard", "study": study,
+        "identity": f"{problem}-{method}-{seed}-{refine}-{epochs}-{lr}-{study}", "n": 10, "m_eq": 2, "m_ineq": 5,
+        "cfg.trainer.name": "default", "cfg.trainer.epochs": epochs, "cfg.trainer.lr": lr,
+        "cfg.trainer.pretrain_epochs": 0, "cfg.method.refine": refine,
+        "record": f"/nowhere/{problem}-{method}-{seed}-{refine}-{epochs}-{lr}/record.json",
+    }  # fmt: skip
+    if status == "ok":
+        row.update({"test/gap_mean": gap, "test/gap_worst": 3 * gap, "test/eq_viol_mean": 1e-15,
+                    "test/eq_viol_worst": 2e-15, "test/ineq_viol_mean": 0.0, "test/ineq_viol_worst": 0.0,
+                    "test/eq_max_mean": 4e-15, "test/ineq_max_mean": 0.0, "test/max_abs_viol": 9e-15,
+                    "test/objective_mean": 10 + gap, "test/time_ms": time_ms, "test/throughput": 1e4,
+                    "train/time_s": 30.0, "train/epochs": float(epochs)})  # fmt: skip
+    return {**row, **extra}
 
 
-def _ok(tmp_path, problem, method, seed, gap, worst, ineq, ms=1.0, thr=5000.0, **extra):
-    _record(tmp_path, problem, method, seed, **{
-        "test/gap_mean": gap, "test/gap_worst": worst, "test/eq_viol_worst": 1e-15, "test/ineq_viol_worst": ineq,
-        "test/time_ms": ms, "test/throughput": thr, "test/objective_mean": 10.0 + gap, "train/time_s": 30.0,
-        "train/epoch_time_s": 0.1, **extra,
-    })
+def lines_of(text, start):
+    """The table lines of the section that begins with ``start`` (up to the next heading)."""
+    block = text.split(start, 1)[1].split("\n#", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("| ")]
 
 
-@pytest.fixture
-def table(tmp_path):
-    _ok(tmp_path, "dcopf_14", "proposed", 0, gap=1.0, worst=4.0, ineq=0.0)
-    _ok(tmp_path, "dcopf_14", "proposed", 1, gap=3.0, worst=9.0, ineq=0.0)
-    _ok(tmp_path, "dcopf_14", "proposed", 2, gap=2.0, worst=5.0, ineq=2e-3)
-    _ok(tmp_path, "dcopf_14", "projection_layer", 0, gap=40.0, worst=50.0, ineq=5e-7, ms=20.0, thr=50.0,
-        **{"train/epochs": 2.35, "trainer": {"time_budget_s": 120}})
-    for seed in (0, 1, 2):
-        _record(tmp_path, "dcopf_14", "hardnet_aff", seed, "not_applicable", "84 inequality rows for 1 free dimension")
-    _record(tmp_path, "dcopf_14", "gauge", 0, "failed", "RuntimeError: boom")
-    _ok(tmp_path, "dcopf_14", "dc3", 0, gap=-1.0, worst=7.0, ineq=0.2, **{"train/time_s": 0.0})  # trained nothing
-    _record(tmp_path, "other_problem", "proposed", 0, **{"test/gap_mean": 99.0})
-    df = load_records([tmp_path], study="table_peers", quiet=True)
-    published = [{"problem": "dcopf_14 (theirs)", "method": "DC3", "objective_value": "-1.5", "max_eq_viol": "0.00",
-                  "max_ineq_viol": "0.00", "test_time": "0.01", "test_time_unit": "s", "train_time_s": "600",
-                  "verified": "no", "source": "someone/repo notebook", "note": "a different instance set"}]
-    text = peers_table(df.to_dict("records"), published, problems=("dcopf_14",), methods=("proposed", "hardnet_aff", "projection_layer", "gauge", "dc3"),
-                       missing_notes={("dcopf_14", "dc3"): "not run (compute): too slow"}, header="# T")
-    return {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}, text
+def cells(line):
+    return [c.strip() for c in line.strip("|").split(" | ")]
 
 
-def test_ok_rows_aggregate_seeds(table):
-    rows, _ = table
-    cells = rows["proposed"].split(" | ")
-    assert cells[1] == "ok" and cells[2] == "0,1,2"
-    assert "2 ± 1" in rows["proposed"]  # gap mean over seeds 1, 3, 2
-    assert " 9 " in rows["proposed"] and "2.0e-03" in rows["proposed"]  # the worst over seeds, not a mean
-    assert "99" not in "".join(rows.values())  # another problem's record stays out
+def row_of(lines, method):
+    return next(cells(line) for line in lines if cells(line)[0] == method)
 
 
-def test_budget_epochs_and_per_instance_throughput_are_shown(table):
-    rows, _ = table
-    proj = rows["projection_layer"]
-    assert "120 s budget" in proj and "2.35" in proj
-    assert "**seeds 1,2: not run (compute)**" in proj
-    assert "(1/batch-1)" in proj and "(1/batch-1)" not in rows["proposed"]
+def test_refined_proposed_forms_its_own_row():
+    records = [rec("dcopf_14", "proposed", s, gap=2.0) for s in (0, 1, 2)]
+    records += [rec("dcopf_14", "proposed", s, gap=0.5, refine="dr", variant="refine=dr(10/50 steps, sigma=0.3)") for s in (0, 1, 2)]
+    lines = lines_of(peers_table(records, problems=("dcopf_14",), datasets=False), "### dcopf_14")
+    plain = row_of(lines, "proposed")
+    refined = row_of(lines, "proposed (refined) [refine=dr(10/50 steps, sigma=0.3)]")
+    assert plain[1] == "ok" and plain[7] == "2 ± 0"
+    assert refined[1] == "ok" and refined[7] == "0.5 ± 0"
 
 
-def test_not_applicable_failed_and_missing_are_loud(table):
-    rows, text = table
-    assert "not applicable: 84 inequality rows for 1 free dimension" in rows["hardnet_aff"]
-    assert "failed: RuntimeError: boom" in text
-    assert "**not run (compute)** | 1,2" in text  # gauge seeds without a record
-    assert "ok; **seeds 1,2: not run (compute): too slow** | 0 |" in text
-    dc3_ok = next(line for line in text.splitlines() if line.startswith("| dc3 | ok"))
-    assert "| no training | — |" in dc3_ok  # a method that trained nothing shows no schedule
+def test_schedules_are_never_averaged_together():
+    records = [rec("dcopf_14", "proposed", s, gap=1.0, epochs=300) for s in (0, 1, 2)]
+    records += [rec("dcopf_14", "proposed", 0, gap=9.0, epochs=100, study="peers2026")]
+    records += [rec("dcopf_14", "proposed", 0, gap=5.0, epochs=300, lr=1e-3, study="peers2026")]
+    lines = [c for c in map(cells, lines_of(peers_table(records, problems=("dcopf_14",), datasets=False), "### dcopf_14"))
+             if c[0].startswith("proposed") and c[1].startswith("ok")]  # fmt: skip
+    gaps = sorted(c[7] for c in lines)
+    assert gaps == ["1 ± 0", "5", "9"]  # three rows, no mean across schedules
+    assert any("seeds 1,2: not run" in c[1] and "lr 0.001" in c[3] for c in lines)
+    assert any("100 ep." in c[3] for c in lines)
 
 
-def test_published_rows_cite_their_source_and_flag_unverified(table):
-    rows, text = table
-    assert "published [1], unverified: dcopf_14 (theirs); test time 0.01 s" in rows["DC3 (published)"]
-    assert "1. someone/repo notebook" in text and "a different instance set" in text
+def test_every_planned_cell_without_a_record_says_not_run():
+    records = [rec("dcopf_14", "proposed", 0), rec("dcopf_14", "hardnet_aff", 0, status="not_applicable", reason="84 rows")]
+    text = peers_table(records, problems=("dcopf_14", "portfolio"),
+                       missing_notes={("dcopf_14", "dc3"): "not run (compute): too slow"})  # fmt: skip
+    dcopf = lines_of(text, "### dcopf_14")
+    assert row_of(dcopf, "proposed")[1] == "ok; **seeds 1,2: not run (compute)**"
+    assert row_of(dcopf, "hardnet_aff")[1:3] == ["not applicable: 84 rows", "0"]
+    assert row_of(dcopf, "pinet")[1:3] == ["**not run (compute)**", "0,1,2"]
+    assert row_of(dcopf, "dc3")[1] == "**not run (compute): too slow**"
+    for slot in ("proposed", "proposed (refined)", "ldr", "pinet", "fsnet", "hardnet_aff", "projection_layer", "gauge", "dc3", "optimizer"):
+        assert row_of(lines_of(text, "### portfolio"), slot)[1] == "**not run (compute)**"
+    datasets = lines_of(text, "## DC3's nine QP datasets")
+    assert len(datasets) - 1 == 9 * 5 and all("not run" in line for line in datasets[1:])
 
 
-def test_every_shipped_published_row_has_a_source():
+def test_a_dataset_record_lands_in_its_dataset_row_only():
+    text = peers_table([rec("dc3_qp_eq10_ineq50", "pinet", s, gap=0.7) for s in (0, 1, 2)], problems=("dc3_qp",))
+    assert row_of(lines_of(text, "### dc3_qp"), "pinet")[1] == "**not run (compute)**"
+    ten = [cells(line) for line in lines_of(text, "## DC3's nine") if line.startswith("| 10 eq. / 50 ineq. | pinet")]
+    assert len(ten) == 1 and ten[0][2] == "ok" and ten[0][5].startswith("0.7 ± ")
+
+
+def test_other_instances_published_figures_stay_out_of_our_blocks():
     published = load_published()
-    assert published and all(p["source"].strip() for p in published)
-    assert any(p["method"] == "HardNet-Aff" for p in published)
+    assert all(p["source"].strip() and p["same_instance"] in ("yes", "no") for p in published)
+    hardnet = [p for p in published if "HardNet" in p["problem"]]
+    assert hardnet and all(p["same_instance"] == "no" for p in hardnet)
+    text = peers_table([rec("dc3_nonconvex_eq50_ineq50", "proposed", 0)], published, problems=("dc3_nonconvex",),
+                       pinet_published=load_pinet_published())  # fmt: skip
+    block = "\n".join(lines_of(text, "### dc3_nonconvex"))
+    assert "NonconvexOpt" not in block and "-13.79" not in block  # HardNet's notebook: another instance
+    assert "nonconvex_ineq50_eq50" in block  # DC3's own figures on the same instance stay
+    other = "\n".join(lines_of(text, "## Other instances: not comparable row by row"))
+    assert "NonconvexOpt-100-50-50-10000" in other and "-13.79" in other
+    pinet = "\n".join(lines_of(text, "## Pinet's published figures"))
+    assert "last 1024 rows" in pinet and "Pinet" not in block
 
 
-def test_a_group_without_records_is_not_run():
-    assert method_rows([], "dc3", (0, 1, 2))[0][1] == "**not run (compute)**"
+def _bench_csv(path, rows):
+    path.mkdir(parents=True, exist_ok=True)
+    cols = ["problem", "method", "config", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms", "weights", "variant"]
+    with (path / "methods.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_timings_come_only_from_the_benchmark_output(tmp_path):
+    run = tmp_path / "runs" / "refined-seed0"
+    run.mkdir(parents=True)
+    (run / "record.json").write_text(json.dumps({"identity": "the-refined-run"}))
+    records = [rec("dcopf_14", "proposed", 0, time_ms=123.0), rec("dcopf_14", "gauge", 0, time_ms=456.0),
+               rec("dcopf_14", "dc3", 0, time_ms=789.0),
+               {**rec("dcopf_14", "proposed", 0, refine="dr", variant="refine=dr"), "identity": "the-refined-run"}]  # fmt: skip
+    untimed = lines_of(peers_table(records, problems=("dcopf_14",), datasets=False), "### dcopf_14")
+    assert all(cells(line)[16:18] == ["—¹", "—¹"] for line in untimed if cells(line)[1] == "ok")  # no --timings: nothing timed
+    assert "123" in row_of(untimed, "proposed")[18]  # the in-run timing stays in its own column
+    b = dict(problem="dcopf_14", status="ok", spread_lo_ms=0.1, spread_hi_ms=0.9)
+    _bench_csv(tmp_path / "bench", [
+        {**b, "method": "proposed", "config": "proposed", "batch_size": 1, "median_ms": 0.25, "weights": "fresh", "variant": ""},
+        {**b, "method": "proposed", "config": "proposed", "batch_size": 1024, "median_ms": 10.24, "weights": "fresh", "variant": ""},
+        {**b, "method": "proposed[ckpt]", "config": "proposed", "batch_size": 1, "median_ms": 7.5, "weights": f"checkpoint {run}", "variant": "refine=dr"},
+        {**b, "method": "gauge", "config": "gauge", "batch_size": 1, "median_ms": 0.4, "weights": "fresh", "variant": "other variant"},
+        {**b, "method": "proposed[unfused]", "config": "proposed", "batch_size": 1, "median_ms": 99.0, "weights": "fresh", "variant": ""},
+    ])  # fmt: skip
+    timings = load_timings([tmp_path / "bench"])
+    lines = lines_of(peers_table(records, problems=("dcopf_14",), timings=timings, datasets=False), "### dcopf_14")
+    plain = row_of(lines, "proposed")
+    assert plain[16].startswith("0.25 (0.10-0.90) (fresh net)") and plain[17].startswith("100,000")
+    refined = row_of(lines, "proposed (refined) [refine=dr]")
+    assert refined[16].startswith("7.50") and "fresh" not in refined[16]  # the run's own checkpoint, matched by identity
+    assert refined[17].startswith("— (not timed at batch 1024)")
+    assert row_of(lines, "gauge")[16] == "—¹"  # another variant's timing is not this row's
+    assert row_of(lines, "dc3")[16] == "—¹"
+
+
+def test_load_timings_refuses_a_problem_timed_in_two_processes(tmp_path):
+    row = dict(problem="dcopf_14", method="proposed", config="proposed", status="ok", batch_size=1, median_ms=1,
+               spread_lo_ms=1, spread_hi_ms=1, weights="fresh", variant="")  # fmt: skip
+    _bench_csv(tmp_path / "a", [row])
+    _bench_csv(tmp_path / "b", [row])
+    with pytest.raises(ValueError, match="dcopf_14 is timed in both"):
+        load_timings([tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(FileNotFoundError, match="bench_methods.py"):
+        load_timings([tmp_path / "empty"])
+
+
+def test_real_records_of_the_peers_study():
+    df = load_records([REPO / "results/peers/records/main-seed0"], study="table_peers", quiet=True)
+    assert not df.empty
+    text = peers_table(df.to_dict("records"), problems=("dcopf_14",), datasets=False)
+    lines = lines_of(text, "### dcopf_14")
+    proposed = row_of(lines, "proposed")
+    assert proposed[1] == "ok; **seeds 1,2: not run (compute)**" and "300 ep." in proposed[3]
+    assert proposed[12] == "0.0e+00"  # exactly feasible: worst relative inequality violation
+    assert row_of(lines, "hardnet_aff")[1].startswith("not applicable: HardNet-Aff needs")
+    assert row_of(lines, "proposed (refined)")[1] == "**not run (compute)**"

@@ -1,238 +1,252 @@
-"""The peer-methods table (issue 19): our runs of study ``table_peers`` per problem and method, aggregated over
-seeds, with the peers' published figures beside them (``data/peer_published.csv``).
+"""The peer-methods table (issues 19 and 28): our runs per problem and method, aggregated over seeds, with the
+peers' published figures only where they are on the same instances and test inputs.
 
-Every (problem, method, seed) of the planned sweep appears: aggregated when it ran, ``not applicable: <reason>``
-when the method raised ``NotApplicable``, the status and reason when it failed or diverged, and ``not run`` (with
-the caller's reason) when no record exists, so a missing run can never read as a method left out. Epochs and
-seconds per epoch are columns because the methods do not train on equal budgets (the projection layer runs
-under a wall-clock budget; DC3's and HardNet's problem-method configs use their authors' schedules).
+Sections: one block per problem (every method slot, refined proposed as its own slot; one row per variant and
+schedule, never a mean across them); DC3's nine QP datasets (compact); Pinet's published figures, on the same
+problem but its own test split; other instances' published figures, not comparable row by row. Every planned
+(problem, method, seed) appears: aggregated when it ran, ``not applicable: <reason>``, a failure with its reason,
+or ``not run`` when no record exists, so a missing run never reads as a method left out. Latency and throughput
+come only from ``benchmarks/bench_methods.py`` output (:mod:`peer_timings`); a row without one says so.
 """
 
 from __future__ import annotations
 
 import csv
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from hardlinear.reporting import peer_cells as pc
+from hardlinear.reporting.peer_cells import NOT_RUN, REFINED, Record
+from hardlinear.reporting.peer_timings import Timing, timing_for
+
 PROBLEMS: tuple[str, ...] = ("dc3_qp", "dc3_nonconvex", "dcopf_14", "dcopf_57", "dcopf_118", "portfolio")
-METHODS: tuple[str, ...] = ("proposed", "hardnet_aff", "projection_layer", "gauge", "dc3", "optimizer")
+INSTANCES = {"dc3_qp": "dc3_qp_eq50_ineq50", "dc3_nonconvex": "dc3_nonconvex_eq50_ineq50"}
+METHODS: tuple[str, ...] = (
+    "proposed", REFINED, "ldr", "pinet", "fsnet", "hardnet_aff", "projection_layer", "gauge", "dc3", "optimizer",
+)
 SEEDS: tuple[int, ...] = (0, 1, 2)
-NOT_RUN = "not run (compute)"
+DC3_QP_DATASETS: tuple[tuple[int, int], ...] = (
+    (10, 50), (30, 50), (50, 50), (70, 50), (90, 50), (50, 10), (50, 30), (50, 70), (50, 90),
+)  # fmt: skip
+DATASET_METHODS: tuple[str, ...] = ("proposed", REFINED, "pinet", "fsnet", "hardnet_aff")
 
 COLUMNS = (
-    "method", "status", "seeds", "schedule", "epochs", "s / epoch", "train s", "objective", "gap mean %",
-    "gap worst %", "eq. worst", "ineq. worst", "batch-1 ms", "throughput / s",
-)
+    "method", "status", "seeds", "schedule", "epochs", "train s", "objective", "gap mean %", "gap worst %",
+    "eq. rel. mean", "eq. rel. worst", "ineq. rel. mean", "ineq. rel. worst", "eq. abs. mean", "ineq. abs. mean",
+    "abs. worst", "batch-1 ms", "batch-1024 / s", "in-run batch-1 ms (loaded)",
+)  # fmt: skip
+COMPACT = (
+    "dataset", "method", "status", "seeds", "schedule", "gap mean %", "gap worst %", "eq. rel. worst",
+    "ineq. rel. worst", "abs. worst", "train s",
+)  # fmt: skip
+NO_TIMING = "—¹"
+TimingLookup = Callable[[Sequence[Record], str], "Timing | None"]
 
 
-def load_published(path=None) -> list[dict[str, str]]:
-    """The published peer figures (``reporting/data/peer_published.csv``: problem, method, objective, ... source)."""
-    if path is None:
-        text = resources.files("hardlinear.reporting").joinpath("data/peer_published.csv").read_text()
-    else:
-        text = open(path).read()
+def _data(name: str, path=None) -> list[dict[str, str]]:
+    text = resources.files("hardlinear.reporting").joinpath(f"data/{name}").read_text() if path is None else open(path).read()
     return list(csv.DictReader(text.splitlines()))
 
 
-def _num(value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return math.nan
+def load_published(path=None) -> list[dict[str, str]]:
+    """Published peer figures (``data/peer_published.csv``); ``same_instance = yes`` marks those on our instances
+    and test inputs (the only ones placed in a problem's block)."""
+    return _data("peer_published.csv", path)
+
+
+def load_pinet_published(path=None) -> list[dict[str, str]]:
+    """Pinet's published statistics (``data/pinet_published.csv``): DC3's problems, Pinet's own test split."""
+    return _data("pinet_published.csv", path)
+
+
+def _line(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(" ".join(str(c).split()).replace("|", "\\|") for c in cells) + " |"
+
+
+def _head(columns: Sequence[str]) -> list[str]:
+    return [_line(columns), "|" + "---|" * len(columns)]
+
+
+def slot_rows(
+    records: Sequence[Record], slot: str, seeds: Sequence[int] = SEEDS, note: str = NOT_RUN,
+    timing: TimingLookup | None = None,
+) -> list[dict[str, str]]:
+    """Table rows (column -> cell) of one method slot on one instance: a row per (variant, form, schedule) and
+    status, or one ``not run`` row when the slot has no record at all."""
+    groups: dict[tuple, list[Record]] = {}
+    for r in records:
+        groups.setdefault(pc.group_key(r), []).append(r)
+    if not groups:
+        return [{"method": slot, "status": f"**{note}**", "seeds": ",".join(map(str, seeds))}]
+    out = []
+    for key in sorted(groups, key=lambda k: (-len(pc.seeds_of(groups[k])), k[2], k[0], k[1], k[3])):
+        rows = groups[key]
+        name = pc.label(slot, key, list(groups))
+        for status, seeds_done, ok in pc.status_groups(rows, seeds, note):
+            row = {"method": name, "status": status, "seeds": ",".join(map(str, seeds_done)) or "—"}
+            if ok:
+                epochs = [pc.epochs_trained(r) for r in ok]
+                row.update(pc.metric_cells(ok))
+                row["schedule"] = "; ".join(sorted({pc.schedule_text(r) for r in ok}))
+                row["epochs"] = pc.mean_sd(epochs, "g4") if any(e > 0 for e in epochs) else "—"
+                found = timing(ok, key[0]) if timing is not None else None
+                row["batch-1 ms"], row["batch-1024 / s"] = found.cells() if found else (NO_TIMING, NO_TIMING)
+            out.append(row)
     return out
 
 
-def _fmt(x: float, kind: str = "g") -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    if kind == "e":
-        return f"{x:.1e}"
-    if kind == "int":
-        return f"{x:,.0f}"
-    if kind == "f2":
-        return f"{x:.2f}"
-    if kind == "g4":
-        return f"{x:.4g}"
-    return f"{x:.3g}"
+def _problem_title(problem: str, mine: Sequence[Record]) -> str:
+    sizes = next((r for r in mine if pc.num(r.get("n")) > 0), None)
+    if sizes is None:
+        return f"### {problem}"
+    return (f"### {problem} (`{sizes.get('problem')}`, {sizes.get('form')} form: n = {int(pc.num(sizes['n']))}, "
+            f"{int(pc.num(sizes['m_eq']))} equalities, {int(pc.num(sizes['m_ineq']))} inequalities)")  # fmt: skip
 
 
-def _mean_sd(values: Sequence[float], kind: str = "g") -> str:
-    vals = [v for v in values if math.isfinite(v)]
-    if not vals:
-        return "—"
-    mean = sum(vals) / len(vals)
-    if len(vals) == 1:
-        return _fmt(mean, kind)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
-    return f"{_fmt(mean, kind)} ± {_fmt(sd, kind)}"
+def _cite(p: Mapping[str, str], refs: dict[str, int]) -> str:
+    ref = refs.setdefault(p["source"], len(refs) + 1)
+    return f"[{ref}]" + ("" if str(p.get("verified", "yes")) == "yes" else ", unverified")
 
 
-def _max(values: Sequence[float]) -> float:
-    vals = [v for v in values if math.isfinite(v)]
-    return max(vals) if vals else math.nan
+def same_instance(p: Mapping[str, str], problem: str) -> bool:
+    """A published row that belongs in ``problem``'s block: its instance and test inputs are ours."""
+    return str(p.get("problem", "")).startswith(problem + " ") and str(p.get("same_instance", "")).strip() == "yes"
 
 
-def _median(values: Sequence[float]) -> float:
-    vals = sorted(v for v in values if math.isfinite(v))
-    if not vals:
-        return math.nan
-    mid = len(vals) // 2
-    return vals[mid] if len(vals) % 2 else 0.5 * (vals[mid - 1] + vals[mid])
-
-
-def _schedule(row: Mapping[str, Any]) -> str:
-    """The training schedule a run had: the trainer's name, its epochs, its wall-clock budget when it had one."""
-    budget = _num(row.get("cfg.trainer.time_budget_s"))
-    epochs = _num(row.get("cfg.trainer.epochs"))
-    name = str(row.get("cfg.trainer.name") or "")
-    text = f"{name} {int(epochs)} ep." if math.isfinite(epochs) else name
-    if math.isfinite(budget):
-        text += f", {budget:g} s budget"
-    return text
-
-
-def _epochs(row: Mapping[str, Any]) -> float:
-    """Epochs trained: the record's ``train/epochs`` when it has one (budgeted runs), else the schedule's; 0 for a
-    method that trained nothing (a solver without a warm-start network)."""
-    done = _num(row.get("train/epochs"))
-    if math.isfinite(done):
-        return done
-    if not _num(row.get("train/time_s")) > 0:
-        return 0.0
-    return _num(row.get("cfg.trainer.epochs"))
-
-
-def _per_instance(rows: Sequence[Mapping[str, Any]]) -> bool:
-    """True when throughput is ``1000 / batch-1 ms`` (methods that cannot batch: a solve per instance)."""
-    pairs = [(_num(r.get("test/throughput")), _num(r.get("test/time_ms"))) for r in rows]
-    pairs = [(t, ms) for t, ms in pairs if math.isfinite(t) and math.isfinite(ms) and ms > 0]
-    return bool(pairs) and all(abs(t * ms / 1000.0 - 1.0) < 1e-9 for t, ms in pairs)
-
-
-def _ok_row(method: str, rows: Sequence[Mapping[str, Any]], missing: Sequence[int], missing_note: str) -> list[str]:
-    seeds = sorted(int(_num(r["seed"])) for r in rows)
-    seed_text = ",".join(map(str, seeds))
-    word = "seed" if len(missing) == 1 else "seeds"
-    status = "ok" if not missing else f"ok; **{word} {','.join(map(str, missing))}: {missing_note}**"
-    epochs = [_epochs(r) for r in rows]
-    schedules = sorted({_schedule(r) if e > 0 else "no training" for r, e in zip(rows, epochs)})
-    per_epoch = [_num(r.get("train/epoch_time_s")) for r in rows]
-    throughput = _fmt(_median([_num(r.get("test/throughput")) for r in rows]), "int")
-    if _per_instance(rows) and throughput != "—":
-        throughput += " (1/batch-1)"
-    return [
-        method, status, seed_text, "; ".join(schedules), _mean_sd(epochs, "g4") if any(e > 0 for e in epochs) else "—",
-        _mean_sd(per_epoch, "f2"), _mean_sd([_num(r.get("train/time_s")) for r in rows], "int"),
-        _mean_sd([_num(r.get("test/objective_mean")) for r in rows], "g4"),
-        _mean_sd([_num(r.get("test/gap_mean")) for r in rows]),
-        _fmt(_max([_num(r.get("test/gap_worst")) for r in rows])),
-        _fmt(_max([_num(r.get("test/eq_viol_worst")) for r in rows]), "e"),
-        _fmt(_max([_num(r.get("test/ineq_viol_worst")) for r in rows]), "e"),
-        _fmt(_median([_num(r.get("test/time_ms")) for r in rows]), "f2"),
-        throughput,
-    ]
-
-
-def _status_row(method: str, text: str, seeds: Sequence[int]) -> list[str]:
-    return [method, text, ",".join(map(str, seeds)) or "—"] + ["—"] * (len(COLUMNS) - 3)
-
-
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def method_rows(
-    rows: Sequence[Mapping[str, Any]],
-    method: str,
-    seeds: Sequence[int] = SEEDS,
-    missing_note: str = NOT_RUN,
-) -> list[list[str]]:
-    """Table rows of one method on one problem from its records ``rows`` (any statuses)."""
-    by_status: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        by_status.setdefault(str(r.get("status")), []).append(r)
-    have = {int(_num(r["seed"])) for r in rows if math.isfinite(_num(r.get("seed")))}
-    missing = [s for s in seeds if s not in have]
-    out: list[list[str]] = []
-    if by_status.get("ok"):
-        out.append(_ok_row(method, by_status["ok"], missing, missing_note))
-        missing = []
-    for status in ("not_applicable", "diverged", "failed", "skipped"):
-        group = by_status.get(status, [])
-        if not group:
-            continue
-        label = "not applicable" if status == "not_applicable" else status
-        for reason in sorted({str(r.get("reason") or "") for r in group}):
-            same = sorted(int(_num(r["seed"])) for r in group if str(r.get("reason") or "") == reason)
-            out.append(_status_row(method, f"{label}: {reason}", same))
-    if missing:
-        out.append(_status_row(method, f"**{missing_note}**", missing))
-    return out
-
-
-def published_rows(published: Sequence[Mapping[str, str]], problem: str, refs: dict[str, int]) -> list[list[str]]:
-    """Published figures for ``problem`` (rows whose problem starts with its name), each citing its source."""
+def published_rows(published: Sequence[Mapping[str, str]], problem: str, refs: dict[str, int]) -> list[dict[str, str]]:
+    """Published figures on ``problem``'s own instances and test inputs, each citing its source."""
     out = []
     for p in published:
-        if not str(p.get("problem", "")).startswith(problem + " "):
+        if not same_instance(p, problem):
             continue
-        ref = refs.setdefault(p["source"], len(refs) + 1)
-        verified = "" if str(p.get("verified", "yes")) == "yes" else ", unverified"
-        status = f"published [{ref}]{verified}: {p['problem']}"
-        if p.get("test_time"):  # their own timing protocol, not batch-1: kept out of our timing columns
+        status = f"published {_cite(p, refs)}: {p['problem']}"
+        if p.get("test_time"):  # their own timing protocol, kept out of our timing columns
             status += f"; test time {p['test_time']} {p.get('test_time_unit') or ''}".rstrip()
-        row = [
-            f"{p['method']} (published)", status, "—", "—", "—", "—",
-            p.get("train_time_s") or "—", p.get("objective_value") or "—", "—", "—",
-            p.get("max_eq_viol") or "—", p.get("max_ineq_viol") or "—", "—", "—",
-        ]
-        out.append(row)
+        out.append({
+            "method": f"{p['method']} (published)", "status": status, "train s": p.get("train_time_s") or "—",
+            "objective": p.get("objective_value") or "—", "eq. abs. mean": p.get("max_eq_viol") or "—",
+            "ineq. abs. mean": p.get("max_ineq_viol") or "—",
+        })
     return out
+
+
+def _block(
+    problem: str, mine: Sequence[Record], methods: Sequence[str], seeds: Sequence[int], notes: Mapping, timing,
+    published: Sequence[Mapping[str, str]], refs: dict[str, int],
+) -> list[str]:
+    lines = [_problem_title(problem, mine), "", *_head(COLUMNS)]
+    untimed = []
+    for slot in methods:
+        lookup = (lambda ok, variant, slot=slot: timing(ok, problem, slot, variant)) if timing else None
+        note = notes.get((problem, slot), NOT_RUN)
+        for row in slot_rows([r for r in mine if pc.slot_of(r) == slot], slot, seeds, note, lookup):
+            lines.append(_line(row.get(c, "—") for c in COLUMNS))
+            if row.get("batch-1 ms") == NO_TIMING:
+                untimed.append(row["method"])
+    lines += [_line(row.get(c, "—") for c in COLUMNS) for row in published_rows(published, problem, refs)]
+    if untimed and timing is None:
+        lines += ["", "¹ No `--timings` given: nothing on this problem was timed in one process (see the header)."]
+    elif untimed:
+        lines += ["", f"¹ No `bench_methods.py` timing of {', '.join(dict.fromkeys(untimed))} on this problem in "
+                  "`--timings`: not timed in the problem's one process (the in-run column is the run's own timing, "
+                  "taken on a loaded machine)."]  # fmt: skip
+    return lines + [""]
+
+
+def compact_rows(records: Sequence[Record], datasets: Sequence[tuple[str, str]], methods: Sequence[str], seeds, note: str) -> list[str]:
+    """``dataset x method`` lines: gap mean and worst, worst violations, training time."""
+    lines = _head(COMPACT)
+    for label, instance in datasets:
+        mine = [r for r in records if pc.text(r.get("problem")) == instance]
+        for slot in methods:
+            for row in slot_rows([r for r in mine if pc.slot_of(r) == slot], slot, seeds, note):
+                lines.append(_line({"dataset": label, **row}.get(c, "—") for c in COMPACT))
+    return lines + [""]
+
+
+def dc3_qp_datasets_section(records: Sequence[Record], seeds=SEEDS, methods=DATASET_METHODS) -> list[str]:
+    datasets = [(f"{e} eq. / {i} ineq.", f"dc3_qp_eq{e}_ineq{i}") for e, i in DC3_QP_DATASETS]
+    return [
+        "## DC3's nine QP datasets (`problem=dc3_qp problem.num_eq=E problem.num_ineq=I`)", "",
+        "DC3's 833 test inputs of each dataset; one row per variant and schedule, as above.", "",
+        *compact_rows(records, datasets, methods, seeds, NOT_RUN),
+    ]  # fmt: skip
+
+
+def pinet_section(records: Sequence[Record], pinet_published: Sequence[Mapping[str, str]], refs: dict[str, int], seeds=SEEDS) -> list[str]:
+    """Pinet's figures, with our runs on its split when any were loaded: same problems as DC3's, other test inputs."""
+    lines = [
+        "## Pinet's published figures: DC3's problems, Pinet's test split (not DC3's 833 test inputs)", "",
+        "Pinet tests on the last 1,024 rows of DC3's inputs, not on DC3's 833 test inputs that every block above uses, "
+        "so these figures are not rows of those blocks. Our runs under Pinet's split (`problem.split=pinet`, instances "
+        "`*_pinetsplit`) sit below them when loaded.", "",
+        *_head(("problem", "statistic", "low", "centre", "high", "unit", "split", "how obtained", "source")),
+    ]  # fmt: skip
+    for p in pinet_published:
+        lines.append(_line([p["problem"], p["statistic"], p["low"], p["centre"], p["high"], p["unit"], p["split"],
+                            p["how_obtained"], _cite(p, refs)]))  # fmt: skip
+    split = sorted({pc.text(r.get("problem")) for r in records if pc.text(r.get("problem")).endswith("_pinetsplit")})
+    if split:
+        methods = list(dict.fromkeys(["pinet", *(pc.slot_of(r) for r in records if pc.text(r.get("problem")) in split)]))
+        lines += ["", *compact_rows(records, [(s, s) for s in split], methods, seeds, NOT_RUN)]
+    return lines + [""]
+
+
+def other_instances_section(published: Sequence[Mapping[str, str]], problems: Sequence[str], refs: dict[str, int]) -> list[str]:
+    """Published figures of other instances: listed for the record, never beside our rows."""
+    others = [p for p in published if not any(same_instance(p, q) for q in problems)]
+    if not others:
+        return []
+    lines = [
+        "## Other instances: not comparable row by row", "",
+        "Published figures on instances other than ours (another draw of the problem, other test inputs): a "
+        "different optimum, so neither objectives nor gaps compare with the blocks above.", "",
+        *_head(("their instance", "method", "objective", "max eq.", "max ineq.", "train s", "test time", "source", "note")),
+    ]  # fmt: skip
+    for p in others:
+        test_time = f"{p['test_time']} {p.get('test_time_unit') or ''}".strip() if p.get("test_time") else "—"
+        lines.append(_line([p["problem"], p["method"], p.get("objective_value") or "—", p.get("max_eq_viol") or "—",
+                            p.get("max_ineq_viol") or "—", p.get("train_time_s") or "—", test_time, _cite(p, refs),
+                            p.get("note") or ""]))  # fmt: skip
+    return lines + [""]
 
 
 def peers_table(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     published: Sequence[Mapping[str, str]] = (),
     problems: Sequence[str] = PROBLEMS,
     methods: Sequence[str] = METHODS,
     seeds: Sequence[int] = SEEDS,
     missing_notes: Mapping[tuple[str, str], str] | None = None,
     header: str = "",
+    timings: Sequence[Mapping[str, Any]] | None = None,
+    pinet_published: Sequence[Mapping[str, str]] = (),
+    datasets: bool = True,
 ) -> str:
-    """Markdown: one table per problem (rows: methods, then the published figures), then the sources.
+    """Markdown: a block per problem, DC3's nine QP datasets, Pinet's figures, other instances, then the sources.
 
-    ``records``: rows of ``load_records`` (dicts with ``cfg.problem.name``, ``method``, ``seed``, ``status``,
-    metrics). ``missing_notes``: ``{(problem, method): text}`` said of seeds with no record (default ``NOT_RUN``).
+    ``records``: rows of ``load_records``. ``missing_notes``: ``{(problem, slot): text}`` said of seeds with no
+    record (default ``NOT_RUN``). ``timings``: rows of :func:`peer_timings.load_timings` (None: no timing at all).
     """
-    missing_notes = dict(missing_notes or {})
+    notes = dict(missing_notes or {})
     refs: dict[str, int] = {}
+    timing = None
+    if timings is not None:
+        timing = lambda ok, problem, slot, variant: timing_for(ok, problem, ok[0].get("method"), variant, timings)  # noqa: E731
     lines = [header.rstrip(), ""] if header else []
     for problem in problems:
-        mine = [r for r in records if str(r.get("cfg.problem.name")) == problem]
-        sizes = next((r for r in mine if math.isfinite(_num(r.get("n")))), None)
-        title = f"### {problem}"
-        if sizes is not None:
-            title += f" (`{sizes.get('problem')}`, {sizes.get('form')} form: n = {int(_num(sizes['n']))}, "
-            title += f"{int(_num(sizes['m_eq']))} equalities, {int(_num(sizes['m_ineq']))} inequalities)"
-        lines += [title, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        for method in methods:
-            rows = [r for r in mine if str(r.get("method")) == method]
-            note = missing_notes.get((problem, method), NOT_RUN)
-            for row in method_rows(rows, method, seeds, note):
-                lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
-        for row in published_rows(published, problem, refs):
-            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
-        lines.append("")
+        instance = INSTANCES.get(problem, problem)
+        mine = [r for r in records if pc.text(r.get("problem")) == instance]
+        lines += _block(problem, mine, methods, seeds, notes, timing, published, refs)
+    if datasets:
+        lines += dc3_qp_datasets_section(records, seeds)
+    if pinet_published:
+        lines += pinet_section(records, pinet_published, refs, seeds)
+    lines += other_instances_section(published, problems, refs)
     if refs:
-        lines += ["Sources of the published rows:", ""]
-        for source, k in sorted(refs.items(), key=lambda kv: kv[1]):
-            lines.append(f"{k}. {source}")
-        lines.append("")
+        lines += ["Sources of the published figures:", ""]
+        lines += [f"{k}. {source}" for source, k in sorted(refs.items(), key=lambda kv: kv[1])]
         flagged = [p for p in published if str(p.get("verified", "yes")) != "yes" and p["source"] in refs]
-        for p in flagged:
-            lines.append(f"- unverified: {p['problem']} / {p['method']}: {p.get('note', '')}")
-        if flagged:
-            lines.append("")
+        lines += [""] + [f"- unverified: {p['problem']} / {p['method']}: {p.get('note', '')}" for p in flagged]
     return "\n".join(lines).rstrip() + "\n"

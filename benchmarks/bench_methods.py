@@ -10,7 +10,9 @@ Two references: ``mlp`` (the task network alone, float32, the default 256 x 2 wi
 layer the fused path replaces).
 
 Timing: from a freshly initialised network (``--checkpoint RUN_DIR``: the trained weights of a finished run
-instead, for its problem and method). Batch 1: ``--instances`` test inputs passed one at a time through
+instead, for its problem instance and method; a second checkpoint of the same problem and method, e.g. a refined
+and a plain ``proposed``, is a row ``proposed[checkpoint 2]`` of its own). Every row names its weights and the
+method's ``variant`` (as in the run records), so that a table can tell which run each timing belongs to. Batch 1: ``--instances`` test inputs passed one at a time through
 ``method.predict``; each timed; median and interquartile range. Batch B: ``--repeats`` calls on one batch of
 ``B`` fresh inputs; median, min and max. A batch whose call would exceed ``--call-budget`` seconds
 (extrapolated from the batch-1 time: per-instance solvers) is ``skipped`` with the estimate. Methods that
@@ -61,7 +63,7 @@ PROBE = 64  # batch of the one call that estimates a large batch's time when the
 # Extra rows: a config with overrides, shown beside the config's own row.
 VARIANTS = {"proposed[unfused]": ("proposed", ["method.fused_inference=false"])}
 COLUMNS = [
-    "problem", "method", "config", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms",
+    "problem", "method", "config", "variant", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms",
     "spread", "calls", "failures", "iterations_mean", "iterations_max", "moved_fraction",
     "macs_float32", "macs_float64", "const_bytes", "floor_ms", "floor_ratio", "floor_exact", "floor_terms",
     "weights", "n", "k", "device", "threads", "git_sha",
@@ -168,53 +170,84 @@ class BareMLP(torch.nn.Module):
         return self.net(xi.to(self.dtype))
 
 
-def build(name: str, problem_cfg: str, problem, ctx, checkpoints: dict) -> tuple[object, str]:
-    """The method for a row name and where its weights come from."""
+def config_of(name: str) -> str:
+    """The method config of a row name (``proposed[row=eager]``, ``proposed[checkpoint 2]`` -> ``proposed``)."""
+    return VARIANTS.get(name, (name.split("[")[0],))[0]
+
+
+def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None) -> tuple[object, str]:
+    """The method for a row name and where its weights come from (``run_dir``: a finished run's checkpoint)."""
     if name in REFERENCES:
         return BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32), "fresh"
-    config, overrides = VARIANTS.get(name, ("proposed", []) if name.startswith("proposed[row=") else (name, []))
+    config, overrides = VARIANTS.get(name, (config_of(name), []))
     if "on_failure" in common.compose(problem_cfg, config).method:  # solvers: a failed solve is counted, not fatal
         overrides = [*overrides, "method.on_failure='nan'"]  # quoted: Hydra reads a bare nan as a float
-    run_dir = checkpoints.get((problem.name, config))
     if run_dir is not None and not overrides:
         from hardlinear.harness.checkpoint import load_run
 
-        return load_run(run_dir, device=ctx.device, cache_dir=ctx.cache_dir), f"checkpoint {run_dir}"
+        method = load_run(run_dir, device=ctx.device, cache_dir=ctx.cache_dir)
+        built = getattr(getattr(method, "problem", None), "name", problem.name)
+        if built != problem.name:
+            raise ValueError(f"checkpoint {run_dir} is a run on {built}, not on {problem.name} (--problems {problem_cfg})")
+        return method, f"checkpoint {run_dir}"
     method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
     return method, "fresh" + (f" (rule: {source})" if source and source != "decision_rule" else "")
 
 
 def checkpoint_index(run_dirs: list[str]) -> dict:
-    """``(problem name, method config name) -> run dir`` of the given finished runs."""
-    from hardlinear.harness.checkpoint import read_checkpoint
+    """``(problem instance name, method config name) -> [run dirs]`` of the given finished runs. The instance
+    (``dc3_qp_eq10_ineq50``, not the config's ``dc3_qp``) is the run record's; a run without one is loaded."""
+    from hardlinear.harness.checkpoint import load_run, read_checkpoint
 
-    out = {}
+    out: dict = {}
     for d in run_dirs:
         cfg = read_checkpoint(d)["config"]
-        out[(cfg["problem"]["name"], cfg["method"]["name"])] = d
+        try:
+            instance = json.loads((Path(d) / "record.json").read_text())["row"]["problem"]
+        except (OSError, ValueError, KeyError):
+            instance = load_run(d).problem.name
+        out.setdefault((instance, cfg["method"]["name"]), []).append(d)
     return out
 
 
-def method_rows(name: str, problem_cfg: str, problem, ctx, args, ident: dict, checkpoints: dict) -> list[dict]:
-    base = {**ident, "method": name, "config": VARIANTS.get(name, (name.split("[")[0],))[0]}
+def with_checkpoints(names: list[str], problem_name: str, checkpoints: dict) -> tuple[list[str], dict]:
+    """Row names and the run dir each times: a method's first checkpoint replaces its fresh network (its row-mode
+    rows too); each further one is a row ``method[checkpoint N]`` of its own."""
+    out, dirs = list(names), {}
+    for name in names:
+        config = config_of(name)
+        found = checkpoints.get((problem_name, config), [])
+        if not found or name in VARIANTS:
+            continue
+        dirs[name] = found[0]
+        if name == config:
+            extra = [f"{config}[checkpoint {i}]" for i in range(2, len(found) + 1)]
+            at = out.index(name) + 1
+            out[at:at] = extra
+            dirs.update(zip(extra, found[1:]))
+    return out, dirs
+
+
+def method_rows(name: str, problem_cfg: str, problem, ctx, args, ident: dict, run_dir: str | None) -> list[dict]:
+    base = {**ident, "method": name, "config": config_of(name)}
     row_mode = name.removeprefix("proposed[row=").removesuffix("]") if name.startswith("proposed[row=") else None
     if row_mode is None:
-        return _method_rows(name, base, problem_cfg, problem, ctx, args, checkpoints)
+        return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir)
     from hardlinear.layers import fused
 
     saved, fused.ROW_MODE = fused.ROW_MODE, row_mode  # the fused module is built at the first predict
     try:
-        return _method_rows(name, base, problem_cfg, problem, ctx, args, checkpoints)
+        return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir)
     finally:
         fused.ROW_MODE = saved
 
 
-def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, checkpoints: dict) -> list[dict]:
+def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, run_dir: str | None) -> list[dict]:
     from hardlinear.methods.base import NotApplicable
     from hardlinear.solvers import SolverUnavailable
 
     try:
-        method, weights = build(name, problem_cfg, problem, ctx, checkpoints)
+        method, weights = build(name, problem_cfg, problem, ctx, run_dir)
     except NotApplicable as err:
         return [{**base, "status": "not_applicable", "note": " ".join(str(err).split())}]
     except SolverUnavailable as err:
@@ -224,6 +257,7 @@ def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, ch
         return [{**base, "status": "failed", "note": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}]
     if hasattr(method, "eval"):
         method.eval()
+    base = {**base, "variant": method.describe().get("variant", "") if hasattr(method, "describe") else ""}
     predict = _predict(method)
     xi1 = common.sample(problem, args.instances, args.seed + 12345, args)
     rows = []
@@ -296,18 +330,18 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     ctx = common.make_context(args)
     ident = {"problem": problem_cfg, "n": problem.n, "k": problem.k, "device": env["device_name"],
              "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
-    checkpoints = checkpoint_index(args.checkpoint)
     names = [*REFERENCES, *(args.methods or method_configs())]
     if "proposed" in names:
         at = names.index("proposed") + 1
         names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes)]
+    names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint))
     rows = []
     for name in names:
         if name in args.skip:
             rows.append({**ident, "method": name, "config": name, "status": "skipped", "note": "--skip"})
             continue
         t0 = time.perf_counter()
-        out = method_rows(name, problem_cfg, problem, ctx, args, ident, checkpoints)
+        out = method_rows(name, problem_cfg, problem, ctx, args, ident, run_dirs.get(name))
         rows += out
         b1 = next((r for r in out if r.get("batch_size") == 1 and r["status"] == "ok"), None)
         what = f"b1 {b1['median_ms']:9.3f} ms" if b1 else f"{out[0]['status']}: {out[0].get('note', '')[:90]}"

@@ -70,3 +70,16 @@ def test_fused_floor_is_derived_from_its_shapes(bench, tmp_path):
     assert f.exact and f.macs["float32"] == f32 and f.macs["float64"] == pytest.approx(f64)
     mlp_macs = floors.network(method.net).macs["float32"]
     assert f32 < mlp_macs  # the last layer onto d null coordinates instead of n outputs
+
+
+def test_each_checkpoint_of_one_method_gets_a_row_of_its_own(bench):
+    """A plain and a refined proposed run of one problem are both timed (the peers table needs both), row-mode rows
+    take the first run's weights, variants with overrides stay fresh, and another instance's run is not used."""
+    bench_methods, _ = bench
+    names = ["mlp", "proposed", "proposed[unfused]", "proposed[row=off]", "gauge"]
+    checkpoints = {("dc3_qp_eq50_ineq50", "proposed"): ["runs/plain", "runs/refined"],
+                   ("dc3_qp_eq10_ineq50", "gauge"): ["runs/other-instance"]}  # fmt: skip
+    rows, dirs = bench_methods.with_checkpoints(names, "dc3_qp_eq50_ineq50", checkpoints)
+    assert rows == ["mlp", "proposed", "proposed[checkpoint 2]", "proposed[unfused]", "proposed[row=off]", "gauge"]
+    assert dirs == {"proposed": "runs/plain", "proposed[checkpoint 2]": "runs/refined", "proposed[row=off]": "runs/plain"}
+    assert bench_methods.config_of("proposed[checkpoint 2]") == "proposed"

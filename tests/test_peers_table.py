@@ -170,3 +170,29 @@ def test_real_records_of_the_peers_study():
     assert proposed[12] == "0.0e+00"  # exactly feasible: worst relative inequality violation
     assert row_of(lines, "hardnet_aff")[1].startswith("not applicable: HardNet-Aff needs")
     assert row_of(lines, "proposed (refined)")[1] == "**not run (compute)**"
+
+
+@pytest.mark.slow
+def test_trained_runs_timed_by_bench_methods_fill_their_own_rows(tmp_path):
+    """Real runs (a plain and a refined proposed, trainer=fast), timed from their checkpoints by
+    benchmarks/bench_methods.py in one process, then the table: each row carries its own run's timing."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run([sys.executable, "run.py", "-m", "problem=dcopf_14", "trainer=fast", "threads=1", "progress=false",
+                    "study=pt_test", "method=proposed", "method.refine=none,dr", "seed=0", f"cache_dir={tmp_path / 'cache'}",
+                    f"hydra.sweep.dir={tmp_path / 'runs'}"], cwd=REPO, env=env, check=True, timeout=600)  # fmt: skip
+    runs = sorted(str(p.parent) for p in (tmp_path / "runs").glob("*/checkpoint.pt"))
+    assert len(runs) == 2
+    subprocess.run([sys.executable, "benchmarks/bench_methods.py", "--quick", "--problems", "dcopf_14", "--methods",
+                    "proposed", "--row-modes", "--batch-sizes", "1", "1024", "--instances", "5", "--repeats", "2",
+                    "--call-budget", "30", "--out-dir", str(tmp_path / "bench"), "--cache-dir", str(tmp_path / "cache"),
+                    "--checkpoint", *runs], cwd=REPO, env=env, check=True, timeout=600)  # fmt: skip
+    df = load_records([tmp_path / "runs"], study="pt_test", quiet=True)
+    text = peers_table(df.to_dict("records"), problems=("dcopf_14",), timings=load_timings([tmp_path / "bench"]), datasets=False)
+    lines = lines_of(text, "### dcopf_14")
+    plain, refined = row_of(lines, "proposed"), next(cells(x) for x in lines if x.startswith("| proposed (refined) ["))
+    for row in (plain, refined):
+        assert row[16] != "—¹" and "fresh" not in row[16] and row[17][0].isdigit()
+    assert plain[16] != refined[16]  # two runs, two timings (the refinement's DR steps cost time)

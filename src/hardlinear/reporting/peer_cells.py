@@ -13,7 +13,9 @@ from typing import Any
 
 NOT_RUN = "not run (compute)"
 REFINED = "proposed (refined)"
-SCHEDULE_KEYS = ("name", "epochs", "pretrain_epochs", "lr", "batch_size", "batches_per_epoch", "time_budget_s")
+SCHEDULE_KEYS = (
+    "name", "epochs", "pretrain_epochs", "lr", "batch_size", "sampling", "batches_per_epoch", "time_budget_s",
+)  # fmt: skip
 
 Record = Mapping[str, Any]
 
@@ -99,7 +101,8 @@ def trained(row: Record) -> bool:
 
 
 def schedule_text(row: Record) -> str:
-    """``default 100 ep. (20 pre), lr 0.0001, batch 64 x 20, 120 s budget``: the schedule a run had."""
+    """``default 100 ep. (20 pre), lr 0.0001, batch 64 x 20, 120 s budget``: the schedule a run had (``one pass
+    an epoch`` for ``sampling=pass``, the authors' epochs over a fixed training set)."""
     if not trained(row):
         return "no training"
     s = {k: row.get(f"cfg.trainer.{k}") for k in SCHEDULE_KEYS}
@@ -111,7 +114,10 @@ def schedule_text(row: Record) -> str:
     if math.isfinite(num(s["lr"])):
         out += f", lr {num(s['lr']):g}"
     if math.isfinite(num(s["batch_size"])):
-        per = f" x {num(s['batches_per_epoch']):g}" if math.isfinite(num(s["batches_per_epoch"])) else ""
+        if text(s["sampling"]) == "pass":
+            per = ", one pass an epoch"
+        else:
+            per = f" x {num(s['batches_per_epoch']):g}" if math.isfinite(num(s["batches_per_epoch"])) else ""
         out += f", batch {num(s['batch_size']):g}{per}"
     if math.isfinite(num(s["time_budget_s"])):
         out += f", {num(s['time_budget_s']):g} s budget"

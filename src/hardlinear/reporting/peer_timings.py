@@ -114,8 +114,9 @@ def timing_for(
         if not t["run_dir"] and text(t.get("problem")) == problem_config and text(t.get("method")) == method
         and "variant" in t and text(t.get("variant")) == variant
     ]  # fmt: skip
-    chosen = trained or fresh
-    ok1 = [t for t in chosen if num(t.get("batch_size")) == 1 and text(t.get("status")) == "ok"]
+    batch1_ok = lambda rows: [t for t in rows if num(t.get("batch_size")) == 1 and text(t.get("status")) == "ok"]  # noqa: E731
+    chosen = trained if batch1_ok(trained) else fresh  # a checkpoint that failed to load leaves the fresh timing
+    ok1 = batch1_ok(chosen)
     if not ok1:
         return None
     big = [t for t in chosen if num(t.get("batch_size")) == BATCH]
@@ -127,6 +128,6 @@ def timing_for(
         batch1_iqr=(median([num(t.get("spread_lo_ms")) for t in ok1]), median([num(t.get("spread_hi_ms")) for t in ok1])),
         throughput=throughput,
         note=note,
-        fresh=not trained,
+        fresh=chosen is fresh,
         source=", ".join(sorted({text(t["source"]) for t in ok1})),
     )

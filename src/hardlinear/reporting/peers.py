@@ -41,7 +41,7 @@ COMPACT = (
     "ineq. rel. worst", "abs. worst", "train s",
 )  # fmt: skip
 NO_TIMING = "—¹"
-TimingLookup = Callable[[Sequence[Record], str], "Timing | None"]
+TimingLookup = Callable[[Sequence[Record], str], "Timing | None"]  # (ok records of a row, variant) -> its timing
 
 
 def _data(name: str, path=None) -> list[dict[str, str]]:
@@ -132,13 +132,16 @@ def published_rows(published: Sequence[Mapping[str, str]], problem: str, refs: d
 
 
 def _block(
-    problem: str, mine: Sequence[Record], methods: Sequence[str], seeds: Sequence[int], notes: Mapping, timing,
-    published: Sequence[Mapping[str, str]], refs: dict[str, int],
+    problem: str, mine: Sequence[Record], methods: Sequence[str], seeds: Sequence[int], notes: Mapping,
+    timing: Sequence[Mapping[str, Any]] | None, published: Sequence[Mapping[str, str]], refs: dict[str, int],
 ) -> list[str]:
+    """One problem's table: every method slot's rows, its same-instance published rows, the timing footnote."""
     lines = [_problem_title(problem, mine), "", *_head(COLUMNS)]
     untimed = []
+    lookup = None
+    if timing is not None:
+        lookup = lambda ok, variant: timing_for(ok, problem, pc.text(ok[0].get("method")), variant, timing)  # noqa: E731
     for slot in methods:
-        lookup = (lambda ok, variant, slot=slot: timing(ok, problem, slot, variant)) if timing else None
         note = notes.get((problem, slot), NOT_RUN)
         for row in slot_rows([r for r in mine if pc.slot_of(r) == slot], slot, seeds, note, lookup):
             lines.append(_line(row.get(c, "—") for c in COLUMNS))
@@ -231,14 +234,11 @@ def peers_table(
     """
     notes = dict(missing_notes or {})
     refs: dict[str, int] = {}
-    timing = None
-    if timings is not None:
-        timing = lambda ok, problem, slot, variant: timing_for(ok, problem, ok[0].get("method"), variant, timings)  # noqa: E731
     lines = [header.rstrip(), ""] if header else []
     for problem in problems:
         instance = INSTANCES.get(problem, problem)
         mine = [r for r in records if pc.text(r.get("problem")) == instance]
-        lines += _block(problem, mine, methods, seeds, notes, timing, published, refs)
+        lines += _block(problem, mine, methods, seeds, notes, timings, published, refs)
     if datasets:
         lines += dc3_qp_datasets_section(records, seeds)
     if pinet_published:

@@ -70,3 +70,90 @@ def test_fused_floor_is_derived_from_its_shapes(bench, tmp_path):
     assert f.exact and f.macs["float32"] == f32 and f.macs["float64"] == pytest.approx(f64)
     mlp_macs = floors.network(method.net).macs["float32"]
     assert f32 < mlp_macs  # the last layer onto d null coordinates instead of n outputs
+
+
+def tiny_problem():
+    """n = 3 variables, one equality, two inequalities, k = 1 input: every floor below is countable by hand."""
+    import numpy as np
+
+    from hardlinear.problems.linear import LinearProblem
+
+    return LinearProblem(arrays=dict(
+        c=np.array([1.0, 2.0, 0.5]), G=np.array([[1.0, 1.0, 1.0]]), g0=np.array([1.0]), Gx=np.array([[0.5]]),
+        H=np.array([[1.0, -1.0, 0.0], [0.0, 1.0, 2.0]]), h0=np.array([1.0, 2.0]), Hx=np.array([[0.0], [1.0]]),
+        lo=np.array([-1.0]), hi=np.array([1.0]),
+    ))  # fmt: skip
+
+
+def counted_matmuls(method, xi) -> tuple[float, object]:
+    """The multiply-adds of every matrix product ``method.predict(xi)`` runs (torch's flop counter: 2 per MAC)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        pred = method.predict(xi)
+    return counter.get_total_flops() / 2, pred
+
+
+TINY_NET = 1 * 4 + 4 * 3  # the network below: k = 1 -> 4 hidden -> n = 3 (float32)
+TINY_RHS = 1 * 2 + 2 * 2  # B_eq (m_eq x (k + 1)) and B_ineq (m_ineq x (k + 1)), once
+
+
+def test_pinet_floor_by_hand_and_by_torch(bench):
+    """Pinet's floor: the right-hand sides, ``K_eq`` (N x m_eq) once and the dense projector (N x N, N = n + m)
+    once per DR iteration and once for the output; here it is every product the forward runs, to the unit."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.pinet import Pinet
+
+    problem = tiny_problem()
+    method = Pinet(n_iter_test=7)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    method.eval()
+    counted, pred = counted_matmuls(method, problem.sample(1).float())
+    assert int(pred.iterations[0]) == 7
+    f = floors.floor(method, iterations=7.0)
+    N = 3 + 2
+    assert f.exact and f.macs["float32"] == TINY_NET
+    assert f.macs["float64"] == TINY_RHS + N * 1 + (7 + 1) * N * N == 211
+    assert f.macs["float32"] + f.macs["float64"] == counted
+    assert f.const_bytes == 4 * (TINY_NET + 4 + 3) + 8 * (TINY_RHS + N * 1 + N * N)  # biases 4 + 3
+
+
+@pytest.mark.parametrize("iterations", [5.0, 2.5])
+def test_fsnet_floor_by_hand(bench, iterations):
+    """FSNet's floor with memory M = 3, K iterations, one line-search evaluation per iteration: products with
+    the stacked [G; H] (3 rows x 3 = 9 MACs each) 2 + 3K times, the two-loop recursion over min(i, M) pairs at
+    iteration i, the slope and the new pair's rho."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.fsnet import FSNet
+
+    problem = tiny_problem()
+    method = FSNet(max_iter=6, unrolled=0, memory=3, max_ls=1)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    K, n, R = iterations, 3, 9
+    visits = {5.0: 0 + 1 + 2 + 3 + 3, 2.5: 0 + 1 + 0.5 * 2}[K]
+    f = floors.floor(method, iterations=K)
+    assert f.exact and f.macs["float32"] == TINY_NET
+    assert f.macs["float64"] == pytest.approx(TINY_RHS + R * (2 + 3 * K) + 4 * n * visits + 2 * n * (K - 1) + 2 * n * K)
+
+
+def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
+    """With one line-search evaluation per iteration (``max_ls=1``), the products torch counts are the floor's
+    stacked products plus the right-hand sides that ours recomputes at each of its ``1 + 2K`` evaluations (the
+    floor counts them once)."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.fsnet import FSNet
+
+    problem = tiny_problem()
+    method = FSNet(max_iter=6, unrolled=0, memory=3, max_ls=1, test_val_tol=1e-30, grad_tol=0.0)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    method.eval()
+    counted, pred = counted_matmuls(method, problem.sample(1).float())
+    K = int(pred.iterations[0])
+    assert K >= 2  # it iterated, so the per-iteration terms are exercised
+    assert counted == TINY_NET + 9 * (2 + 3 * K) + TINY_RHS * (1 + 2 * K)
+    f = floors.floor(method, iterations=float(K))
+    two_loop = 4 * 3 * floors.history_visits(K, 3) + 2 * 3 * (K - 1) + 2 * 3 * K
+    assert f.macs["float32"] + f.macs["float64"] - two_loop == counted - TINY_RHS * 2 * K

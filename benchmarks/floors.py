@@ -228,25 +228,26 @@ def history_visits(iterations: float, memory: int) -> float:
     return float(sum(min(i, memory) for i in range(whole)) + (iterations - whole) * min(whole, memory))
 
 
-def fsnet(method, iterations: float, line_search: float = 1.0) -> Floor:
+def fsnet(method, iterations: float, line_search: float | None = None) -> Floor:
     """FSNet (:mod:`hardlinear.layers.peers.fsnet`), in ``layer_dtype``, with ``R`` the multiply-adds of one
-    product ``y -> [G; H] y`` (:func:`constraint_rows`), ``K`` the L-BFGS iterations (as reported), ``M`` the
-    memory and ``L`` the line search's evaluations per iteration::
+    product ``y -> [G; H] y`` (:func:`constraint_rows`), ``K`` the L-BFGS iterations and ``E`` the evaluations
+    of the line searches (both as reported: ``Prediction.iterations``, ``extras["line_search_evaluations"]``),
+    ``M`` the memory::
 
         network + (m_eq + m_ineq)(k + 1)                 right-hand sides, once
-                + (2 + K (L + 2)) R                      value and gradient at the start (2 R: [G; H] y and
-                                                         its transpose on the residual), per iteration L values
-                                                         of the line search (R each) and the value and
-                                                         gradient at the new point (2 R)
+                + (2 + 2 K + E) R                        value and gradient at the start (2 R: [G; H] y and
+                                                         its transpose on the residual), per iteration the
+                                                         value and gradient at the new point (2 R), and the
+                                                         line searches' values (R each)
                 + 4 n sum_{i<K} min(i, M) + 2 n (K - 1)  two-loop recursion: two dot products and two updates
                                                          per pair, gamma's two dot products
                 + 2 n K                                  the slope <g, d> and the new pair's rho
 
-    ``L`` is not reported by the method: it is 1 here, a lower bound (the Armijo search evaluates at least
-    once per iteration, up to ``max_ls`` times). Not counted: the elementwise passes (the candidate
-    ``y + t d``, the squared violation), the right-hand sides and the ``rho`` of every pair, which ours
-    recomputes at every evaluation and iteration, and, for an input-dependent family, the re-formation of
-    ``G(x), H(x)`` at every evaluation (counted once: ``(k + 1)(m_eq + m_ineq) n``)."""
+    ``line_search`` None (not reported): ``E = K``, a lower bound (the Armijo search evaluates at least once
+    per iteration, up to ``max_ls`` times). Not counted: the elementwise passes (the candidate ``y + t d``, the
+    squared violation), the right-hand sides and the ``rho`` of every pair, which ours recomputes at every
+    evaluation and iteration, and, for an input-dependent family, the re-formation of ``G(x), H(x)`` at every
+    evaluation (counted once: ``(k + 1)(m_eq + m_ineq) n``)."""
     f = network(method.net)
     family, dtype, n = method.problem.family, method.layer_dtype, method.problem.family.n
     right_hand_sides(f, family, dtype)
@@ -254,10 +255,12 @@ def fsnet(method, iterations: float, line_search: float = 1.0) -> Floor:
     size = torch.empty(0, dtype=dtype).element_size()
     if forming:
         f.add("forming G(x), H(x) from their slices, once", forming, dtype)
-    L = min(float(line_search), float(method.settings.max_ls))
-    products = 2.0 + iterations * (L + 2.0)
-    f.add(f"[G; H] y and its transpose ({per_product:,.0f} per product) x{products:g} (line search: {L:g} per iteration, "
-          "a lower bound)", per_product * products, dtype, const_numel, size)  # fmt: skip
+    reported = line_search is not None
+    E = float(line_search) if reported else iterations * min(1.0, float(method.settings.max_ls))
+    products = 2.0 + 2.0 * iterations + E
+    searched = f"{E:g} line-search evaluations" + ("" if reported else " (not reported: one per iteration, a lower bound)")
+    f.add(f"[G; H] y and its transpose ({per_product:,.0f} per product) x{products:g}, {searched}",
+          per_product * products, dtype, const_numel, size)  # fmt: skip
     visits = history_visits(iterations, method.settings.memory)
     f.add(f"two-loop recursion (memory {method.settings.memory}, {visits:g} pair visits)",
           4.0 * n * visits + 2.0 * n * max(iterations - 1.0, 0.0), dtype)  # fmt: skip
@@ -280,9 +283,12 @@ DERIVATIONS: dict[str, Callable[..., Floor]] = {
 }
 
 
-def floor(method, iterations: float = 1.0, moved: float = 1.0) -> Floor:
-    """The floor of ``method`` (set up, eval mode) by its class's derivation, else :func:`generic`."""
+def floor(method, iterations: float = 1.0, moved: float = 1.0, line_search: float | None = None) -> Floor:
+    """The floor of ``method`` (set up, eval mode) by its class's derivation, else :func:`generic`; ``moved``
+    (the blend's moved rows) and ``line_search`` (FSNet's evaluations) as the method reported them."""
     derive = DERIVATIONS.get(type(method).__name__, generic)
     if derive is proposed:
         return proposed(method, iterations, moved)
+    if derive is fsnet:
+        return fsnet(method, iterations, line_search)
     return derive(method, iterations)

@@ -109,7 +109,7 @@ def test_pinet_floor_by_hand_and_by_torch(bench):
     method = Pinet(n_iter_test=7)
     method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
     method.eval()
-    counted, pred = counted_matmuls(method, problem.sample(1).float())
+    counted, pred = counted_matmuls(method, problem.sample(1, generator=torch.Generator().manual_seed(0)).float())
     assert int(pred.iterations[0]) == 7
     f = floors.floor(method, iterations=7.0)
     N = 3 + 2
@@ -119,41 +119,77 @@ def test_pinet_floor_by_hand_and_by_torch(bench):
     assert f.const_bytes == 4 * (TINY_NET + 4 + 3) + 8 * (TINY_RHS + N * 1 + N * N)  # biases 4 + 3
 
 
-@pytest.mark.parametrize("iterations", [5.0, 2.5])
-def test_fsnet_floor_by_hand(bench, iterations):
-    """FSNet's floor with memory M = 3, K iterations, one line-search evaluation per iteration: products with
-    the stacked [G; H] (3 rows x 3 = 9 MACs each) 2 + 3K times, the two-loop recursion over min(i, M) pairs at
-    iteration i, the slope and the new pair's rho."""
+@pytest.mark.parametrize("iterations, line_search", [(5.0, None), (2.5, None), (5.0, 12.0)])
+def test_fsnet_floor_by_hand(bench, iterations, line_search):
+    """FSNet's floor with memory M = 3, K iterations and E line-search evaluations (one per iteration when not
+    reported): products with the stacked [G; H] (3 rows x 3 = 9 MACs each) 2 + 2K + E times, the two-loop
+    recursion over min(i, M) pairs at iteration i, the slope and the new pair's rho."""
     _, floors = bench
     from hardlinear.methods.base import Context
     from hardlinear.methods.fsnet import FSNet
 
     problem = tiny_problem()
-    method = FSNet(max_iter=6, unrolled=0, memory=3, max_ls=1)
+    method = FSNet(max_iter=6, unrolled=0, memory=3)
     method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
     K, n, R = iterations, 3, 9
+    E = K if line_search is None else line_search
     visits = {5.0: 0 + 1 + 2 + 3 + 3, 2.5: 0 + 1 + 0.5 * 2}[K]
-    f = floors.floor(method, iterations=K)
+    f = floors.floor(method, iterations=K, line_search=line_search)
     assert f.exact and f.macs["float32"] == TINY_NET
-    assert f.macs["float64"] == pytest.approx(TINY_RHS + R * (2 + 3 * K) + 4 * n * visits + 2 * n * (K - 1) + 2 * n * K)
+    assert f.macs["float64"] == pytest.approx(TINY_RHS + R * (2 + 2 * K + E) + 4 * n * visits + 2 * n * (K - 1) + 2 * n * K)
+    assert ("lower bound" in f.describe()) == (line_search is None)
 
 
 def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
-    """With one line-search evaluation per iteration (``max_ls=1``), the products torch counts are the floor's
-    stacked products plus the right-hand sides that ours recomputes at each of its ``1 + 2K`` evaluations (the
-    floor counts them once)."""
-    _, floors = bench
+    """With the line-search evaluations FSNet reports, the products torch counts are the floor's stacked products
+    plus the right-hand sides that ours recomputes at each of its ``1 + K + E`` evaluations (the floor counts
+    them once)."""
+    bench_methods, floors = bench
     from hardlinear.methods.base import Context
     from hardlinear.methods.fsnet import FSNet
 
     problem = tiny_problem()
-    method = FSNet(max_iter=6, unrolled=0, memory=3, max_ls=1, test_val_tol=1e-30, grad_tol=0.0)
+    torch.manual_seed(0)  # the network's initialisation: an infeasible start, so that it iterates
+    method = FSNet(max_iter=6, unrolled=0, memory=3, test_val_tol=1e-30, grad_tol=0.0)
     method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
     method.eval()
-    counted, pred = counted_matmuls(method, problem.sample(1).float())
-    K = int(pred.iterations[0])
-    assert K >= 2  # it iterated, so the per-iteration terms are exercised
-    assert counted == TINY_NET + 9 * (2 + 3 * K) + TINY_RHS * (1 + 2 * K)
-    f = floors.floor(method, iterations=float(K))
+    xi = problem.sample(1, generator=torch.Generator().manual_seed(0)).float()
+    counted, pred = counted_matmuls(method, xi)
+    K, E = int(pred.iterations[0]), pred.extras["line_search_evaluations"]
+    assert K >= 2 and E >= K  # it iterated, and each line search evaluated at least once
+    assert counted == TINY_NET + 9 * (2 + 2 * K + E) + TINY_RHS * (1 + K + E)
+    f = floors.floor(method, iterations=float(K), line_search=float(E))
     two_loop = 4 * 3 * floors.history_visits(K, 3) + 2 * 3 * (K - 1) + 2 * 3 * K
-    assert f.macs["float32"] + f.macs["float64"] - two_loop == counted - TINY_RHS * 2 * K
+    assert f.macs["float32"] + f.macs["float64"] - two_loop == counted - TINY_RHS * (K + E)
+    _, it, reported = bench_methods._predict(method)(xi)  # what the benchmark passes to the floor
+    assert int(it[0]) == K and reported == {"line_search_mean": float(E)}
+
+
+def test_form_plan(bench):
+    """A method whose class needs a form runs in it where the problem config has a ``form`` option, and is not
+    applicable, with the reason, where it has none; a method that needs no form runs in the problem's own."""
+    bench_methods, _ = bench
+    plan = bench_methods.form_plan
+    assert plan(None, {"form": "inequality"}, "dc3_qp") == (None, "")
+    assert plan("standard", {"form": "standard"}, "dcopf_118") == (None, "")
+    assert plan("standard", {"form": "inequality"}, "dc3_qp") == ("standard", "")
+    form, reason = plan("standard", {"name": "x"}, "x")
+    assert form is None and "needs problem.form=standard" in reason and "no form option" in reason
+    assert bench_methods.required_form("apm", "dc3_qp")[0] == "standard"
+    assert bench_methods.required_form("eapm", "dc3_qp")[0] == "standard"  # inherited
+    assert bench_methods.required_form("pinet", "dc3_qp")[0] is None
+
+
+def test_apm_is_timed_on_the_standard_form(bench, tmp_path):
+    """dc3_qp is in inequality form: APM runs on its standard form (slacks appended: n = 100 + 50), its row
+    labelled so, with that form's floor; the references stay in the problem's own form."""
+    bench_methods, _ = bench
+    out = bench_methods.main(["--quick", "--problems", "dc3_qp", "--methods", "apm", "--batch-sizes", "1", "--instances", "3",
+                              "--repeats", "2", "--call-budget", "600", "--out-dir", str(tmp_path),
+                              "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    by = {r["method"]: r for r in out["rows"]}
+    assert set(by) == {"mlp", "mlp_f64", "apm[form=standard]"}
+    apm = by["apm[form=standard]"]
+    assert apm["status"] == "ok" and apm["config"] == "apm" and apm["n"] == 150 and by["mlp"]["n"] == 100
+    assert apm["iterations_mean"] >= 1 and apm["floor_exact"] and apm["macs_float64"] > 0
+    assert "| apm[form=standard] |" in out["paths"]["md"].read_text()

@@ -337,7 +337,7 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     ident = {"problem": problem_cfg, "n": problem.n, "k": problem.k, "device": env["device_name"],
              "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
     checkpoints = checkpoint_index(args.checkpoint)
-    names = [*REFERENCES, *(args.methods or method_configs())]
+    names = list(dict.fromkeys([*REFERENCES, *(args.methods or method_configs())]))  # a reference named again: once
     if "proposed" in names:
         at = names.index("proposed") + 1
         names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes)]

@@ -165,6 +165,32 @@ def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
     assert int(it[0]) == K and reported == {"line_search_mean": float(E)}
 
 
+
+def test_fsnet_floor_on_an_input_dependent_family(bench):
+    """The portfolio's standard form has ``G(x), H(x)``: ours forms them from their ``k + 1`` slices at every
+    evaluation (torch counts it), the floor once; the products with them are ``(m_eq + m_ineq) n`` each."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.fsnet import FSNet
+    from hardlinear.problems import build_problem
+
+    problem = build_problem("portfolio")
+    family = problem.family
+    torch.manual_seed(0)
+    method = FSNet(max_iter=4, unrolled=0, memory=3, test_val_tol=1e-30, grad_tol=0.0)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    method.eval()
+    counted, pred = counted_matmuls(method, problem.sample(1, generator=torch.Generator().manual_seed(0)).float())
+    K, E = int(pred.iterations[0]), pred.extras["line_search_evaluations"]
+    R = (family.m_eq + family.m_ineq) * family.n
+    forming, rhs = family.G_stack.size + family.H_stack.size, family.B_eq.size + family.B_ineq.size
+    net = floors.network(method.net).macs["float32"]
+    assert K >= 2 and counted == net + (1 + K + E) * (forming + rhs) + (2 + 2 * K + E) * R
+    f = floors.floor(method, iterations=float(K), line_search=float(E))
+    n = family.n
+    two_loop = 4 * n * floors.history_visits(K, 3) + 2 * n * (K - 1) + 2 * n * K
+    assert f.macs["float64"] == forming + rhs + (2 + 2 * K + E) * R + two_loop
+
 def test_form_plan(bench):
     """A method whose class needs a form runs in it where the problem config has a ``form`` option, and is not
     applicable, with the reason, where it has none; a method that needs no form runs in the problem's own."""

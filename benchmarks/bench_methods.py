@@ -5,6 +5,10 @@ Per problem, in one process of its own (the parent starts one per problem): ever
 instantiated and set up as the harness does (:func:`common.make_method`: the problem's ``problem_method``
 overrides apply). A method that does not apply is a ``not_applicable`` row with its reason; one whose solver or
 licence is missing a ``skipped`` row; one that fails a ``failed`` row with the error: none is left out silently.
+A method whose class needs another form of the problem (``required_form``: APM's and EAPM's slacks) is timed on
+that form (``problem.form=standard``), its row labelled ``apm[form=standard]`` with that form's ``n`` and floor;
+where the problem config has no ``form`` option it is ``not_applicable``, saying so. A ``--checkpoint`` of such a
+method must be a run trained in that form (same instance); any other is refused, the row ``failed`` saying why.
 Two references: ``mlp`` (the task network alone, float32, the default 256 x 2 with batch norm) and ``mlp_f64``
 (the same network in float64: the machine's rate for float64 multiply-adds), and ``proposed[unfused]`` (the
 layer the fused path replaces).
@@ -16,7 +20,8 @@ method's ``variant`` (as in the run records), so that a table can tell which run
 ``method.predict``; each timed; median and interquartile range. Batch B: ``--repeats`` calls on one batch of
 ``B`` fresh inputs; median, min and max. A batch whose call would exceed ``--call-budget`` seconds
 (extrapolated from the batch-1 time: per-instance solvers) is ``skipped`` with the estimate. Methods that
-iterate report their iterations (mean and max over the instances).
+iterate report their iterations (mean and max over the instances); FSNet its line-search evaluations too
+(``line_search_mean``, which its floor counts).
 
 Floor (:mod:`floors`): multiply-adds per instance by dtype and bytes of constants per call, derived from the
 shapes of each method. ``floor_ratio`` = time / the bare MLP's time for the same multiply-adds at the same batch:
@@ -40,6 +45,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +70,7 @@ PROBE = 64  # batch of the one call that estimates a large batch's time when the
 VARIANTS = {"proposed[unfused]": ("proposed", ["method.fused_inference=false"])}
 COLUMNS = [
     "problem", "method", "config", "variant", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms",
-    "spread", "calls", "failures", "iterations_mean", "iterations_max", "moved_fraction",
+    "spread", "calls", "failures", "iterations_mean", "iterations_max", "moved_fraction", "line_search_mean",
     "macs_float32", "macs_float64", "const_bytes", "floor_ms", "floor_ratio", "floor_exact", "floor_terms",
     "weights", "n", "k", "device", "threads", "git_sha",
 ]  # fmt: skip
@@ -98,10 +104,15 @@ def method_configs() -> list[str]:
 
 
 # --- timing ---------------------------------------------------------------------------------------------------
+# What a method reports beside its iterations, for its floor: the prediction's extras key -> the row's column
+# (mean over the calls). The blend's moved rows are read from ``alpha``.
+REPORTED = {"line_search_evaluations": "line_search_mean"}
+
+
 def _predict(method):
-    """``xi -> (y, iterations or None, moved fraction or None)``."""
+    """``xi -> (y, iterations or None, {column: value} of what it reported: moved fraction, REPORTED)``."""
     if not hasattr(method, "predict"):
-        return lambda xi: (method(xi), None, None)
+        return lambda xi: (method(xi), None, {})
     failed = method._bench_failures = [0]  # solves that were not optimal (on_failure=nan), over every call
 
     def run(xi):
@@ -109,8 +120,11 @@ def _predict(method):
         failed[0] += int(pred.extras.get("failures", 0)) if isinstance(pred.extras, dict) else 0
         it = pred.iterations if getattr(method, "iterative", False) else None
         alpha = pred.extras.get("alpha") if isinstance(pred.extras, dict) else None
-        moved = float((alpha > 0).double().mean()) if torch.is_tensor(alpha) and alpha.numel() else None
-        return pred.y, it, moved
+        reported = {"moved_fraction": float((alpha > 0).double().mean())} if torch.is_tensor(alpha) and alpha.numel() else {}
+        for key, column in REPORTED.items():
+            if isinstance(pred.extras, dict) and pred.extras.get(key) is not None:
+                reported[column] = float(torch.as_tensor(pred.extras[key], dtype=torch.float64).mean())
+        return pred.y, it, reported
 
     return run
 
@@ -119,24 +133,24 @@ def time_batch1(predict, xi: torch.Tensor, device: str, warmup: int, budget: flo
     """Each input alone; stops once ``budget`` seconds of timed calls have passed (at least 3 are timed)."""
     for i in range(min(warmup, len(xi))):
         predict(xi[i : i + 1])
-    times, iters, moved = [], [], []
+    times, iters, reported = [], [], {}
     for i in range(len(xi)):
         if i >= 3 and sum(times) > 1000.0 * budget:
             break
-        dt, (_, it, mv) = common.time_call(lambda i=i: predict(xi[i : i + 1]), device)
+        dt, (_, it, rep) = common.time_call(lambda i=i: predict(xi[i : i + 1]), device)
         times.append(1000.0 * dt)
         if it is not None:
             iters.append(float(it.double().mean()))
-        if mv is not None:
-            moved.append(mv)
+        for column, value in rep.items():
+            reported.setdefault(column, []).append(value)
     q1, _, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else (times[0],) * 3
     return {"median_ms": statistics.median(times), "spread_lo_ms": q1, "spread_hi_ms": q3, "spread": "IQR",
-            "calls": len(times), **_iters(iters), **({"moved_fraction": float(np.mean(moved))} if moved else {})}  # fmt: skip
+            "calls": len(times), **_iters(iters), **{c: float(np.mean(v)) for c, v in reported.items()}}  # fmt: skip
 
 
 def time_batch(predict, xi: torch.Tensor, device: str, repeats: int, warmup: int, budget: float) -> dict:
     t0 = time.perf_counter()
-    _, it, moved = predict(xi)
+    _, it, reported = predict(xi)
     if time.perf_counter() - t0 < 1.0:
         for _ in range(max(warmup - 1, 0)):
             predict(xi)
@@ -147,8 +161,7 @@ def time_batch(predict, xi: torch.Tensor, device: str, repeats: int, warmup: int
             break
     its = [] if it is None else it.double().tolist()
     return {"median_ms": statistics.median(times), "spread_lo_ms": min(times), "spread_hi_ms": max(times),
-            "spread": "min-max", "calls": len(times), **_iters(its),
-            **({"moved_fraction": moved} if moved is not None else {})}  # fmt: skip
+            "spread": "min-max", "calls": len(times), **_iters(its), **reported}  # fmt: skip
 
 
 def _iters(values: list[float]) -> dict:
@@ -170,28 +183,49 @@ class BareMLP(torch.nn.Module):
         return self.net(xi.to(self.dtype))
 
 
-def config_of(name: str) -> str:
-    """The method config of a row name (``proposed[row=eager]``, ``proposed[checkpoint 2]`` -> ``proposed``)."""
+def config_name(name: str) -> str:
+    """The method config of a row name (``proposed[unfused]``, ``proposed[row=eager]``, ``proposed[checkpoint 2]``
+    -> ``proposed``)."""
     return VARIANTS.get(name, (name.split("[")[0],))[0]
 
 
-def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None) -> tuple[object, str]:
-    """The method for a row name and where its weights come from (``run_dir``: a finished run's checkpoint)."""
+def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None, problem_overrides: Sequence[str] = ()) -> tuple[object, str]:
+    """The method for a row name and where its weights come from (``run_dir``: a finished run's checkpoint, which
+    must be a run on ``problem``'s instance and form; ``problem_overrides``: those that built ``problem``, e.g.
+    ``problem.form=standard``, passed on to a fresh method's config)."""
     if name in REFERENCES:
         return BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32), "fresh"
-    config, overrides = VARIANTS.get(name, (config_of(name), []))
+    config, variant = VARIANTS.get(name, (config_name(name), []))
     if "on_failure" in common.compose(problem_cfg, config).method:  # solvers: a failed solve is counted, not fatal
-        overrides = [*overrides, "method.on_failure='nan'"]  # quoted: Hydra reads a bare nan as a float
-    if run_dir is not None and not overrides:
-        from hardlinear.harness.checkpoint import load_run
-
-        method = load_run(run_dir, device=ctx.device, cache_dir=ctx.cache_dir)
-        built = getattr(getattr(method, "problem", None), "name", problem.name)
-        if built != problem.name:
-            raise ValueError(f"checkpoint {run_dir} is a run on {built}, not on {problem.name} (--problems {problem_cfg})")
-        return method, f"checkpoint {run_dir}"
+        variant = [*variant, "method.on_failure='nan'"]  # quoted: Hydra reads a bare nan as a float
+    overrides = [*problem_overrides, *variant]
+    if run_dir is not None and not variant:
+        return load_checkpoint(run_dir, problem, problem_cfg, problem_overrides, ctx), f"checkpoint {run_dir}"
     method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
     return method, "fresh" + (f" (rule: {source})" if source and source != "decision_rule" else "")
+
+
+def load_checkpoint(run_dir: str, problem, problem_cfg: str, problem_overrides: Sequence[str], ctx):
+    """A finished run's method, refused unless it was trained on ``problem``'s instance in ``problem``'s form (a
+    method timed on another form, APM's standard one, needs a run trained in that form): the form its config
+    names is checked before anything is loaded, the rebuilt problem's instance and form after."""
+    from hardlinear.harness.checkpoint import load_run, read_checkpoint
+
+    timed = f"{problem.name} in {problem.form} form (--problems {problem_cfg}{''.join(f' {o}' for o in problem_overrides)})"
+
+    def refuse(what: str) -> ValueError:
+        return ValueError(f"checkpoint {run_dir} is a run {what}, but this row times {timed}: "
+                          f"pass a run trained on that instance with problem.form={problem.form}")  # fmt: skip
+
+    form = (read_checkpoint(run_dir)["config"].get("problem") or {}).get("form")
+    if form and form != problem.form:
+        raise refuse(f"in {form} form")
+    method = load_run(run_dir, device=ctx.device, cache_dir=ctx.cache_dir)
+    built = getattr(method, "problem", None)
+    name, form = getattr(built, "name", problem.name), getattr(built, "form", problem.form)
+    if (name, form) != (problem.name, problem.form):
+        raise refuse(f"on {name} in {form} form")
+    return method
 
 
 def checkpoint_index(run_dirs: list[str]) -> dict:
@@ -215,39 +249,61 @@ def with_checkpoints(names: list[str], problem_name: str, checkpoints: dict) -> 
     rows too); each further one is a row ``method[checkpoint N]`` of its own."""
     out, dirs = list(names), {}
     for name in names:
-        config = config_of(name)
+        config = config_name(name)
         found = checkpoints.get((problem_name, config), [])
         if not found or name in VARIANTS:
             continue
         dirs[name] = found[0]
         if name == config:
-            extra = [f"{config}[checkpoint {i}]" for i in range(2, len(found) + 1)]
+            extra = [f"{name}[checkpoint {i}]" for i in range(2, len(found) + 1)]
             at = out.index(name) + 1
             out[at:at] = extra
             dirs.update(zip(extra, found[1:]))
     return out, dirs
 
 
-def method_rows(name: str, problem_cfg: str, problem, ctx, args, ident: dict, run_dir: str | None) -> list[dict]:
-    base = {**ident, "method": name, "config": config_of(name)}
+def form_plan(required: str | None, problem_section: dict, problem_cfg: str) -> tuple[str | None, str]:
+    """``(form to build the problem in, or None; why the method does not apply, or "")`` for a method whose class
+    needs ``required`` (its ``required_form``, e.g. APM's slacks): the problem's own form when it is that one
+    or when nothing is required, the required one when the problem config has a ``form`` option, else none."""
+    form = problem_section.get("form")
+    if required is None or form == required:
+        return None, ""
+    if "form" not in problem_section:
+        return None, f"needs problem.form={required}; problem {problem_cfg} has no form option (no {required} form)"
+    return required, ""
+
+
+def required_form(config: str, problem_cfg: str) -> tuple[str | None, dict]:
+    """The form the method config's class needs (``required_form``), and the problem config's section."""
+    from hydra.utils import get_class
+
+    cfg = common.compose(problem_cfg, config)
+    return getattr(get_class(cfg.method._target_), "required_form", None), dict(cfg.problem)
+
+
+def method_rows(name: str, problem_cfg: str, problem, ctx, args, ident: dict, run_dir: str | None,
+                problem_overrides: Sequence[str] = ()) -> list[dict]:  # fmt: skip
+    base = {**ident, "method": name, "config": config_name(name)}
     row_mode = name.removeprefix("proposed[row=").removesuffix("]") if name.startswith("proposed[row=") else None
     if row_mode is None:
-        return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir)
+        return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir, problem_overrides)
     from hardlinear.layers import fused
 
     saved, fused.ROW_MODE = fused.ROW_MODE, row_mode  # the fused module is built at the first predict
     try:
-        return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir)
+        return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir, problem_overrides)
     finally:
         fused.ROW_MODE = saved
 
 
-def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, run_dir: str | None) -> list[dict]:
+def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, run_dir: str | None,
+                 problem_overrides: Sequence[str] = ()) -> list[dict]:  # fmt: skip
     from hardlinear.methods.base import NotApplicable
     from hardlinear.solvers import SolverUnavailable
 
     try:
-        method, weights = build(name, problem_cfg, problem, ctx, run_dir)
+        method, weights = build(name, problem_cfg, problem, ctx, run_dir, problem_overrides)
     except NotApplicable as err:
         return [{**base, "status": "not_applicable", "note": " ".join(str(err).split())}]
     except SolverUnavailable as err:
@@ -294,7 +350,7 @@ def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, ru
 
 def floor_columns(method, row: dict) -> dict:
     it = row.get("iterations_mean", 1.0)
-    f = floors.floor(method, iterations=it, moved=row.get("moved_fraction", 1.0))
+    f = floors.floor(method, iterations=it, moved=row.get("moved_fraction", 1.0), line_search=row.get("line_search_mean"))
     solver = hasattr(method, "solver") or type(method).__name__ == "ProjectionLayer"
     return {
         "macs_float32": f.macs.get("float32", 0.0),
@@ -330,18 +386,33 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     ctx = common.make_context(args)
     ident = {"problem": problem_cfg, "n": problem.n, "k": problem.k, "device": env["device_name"],
              "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
-    names = [*REFERENCES, *(args.methods or method_configs())]
+    names = list(dict.fromkeys([*REFERENCES, *(args.methods or method_configs())]))  # a reference named again: once
     if "proposed" in names:
         at = names.index("proposed") + 1
         names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes)]
     names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint))
     rows = []
+    in_form = {problem.form: problem}  # the problem in each form a method needs (built once)
     for name in names:
         if name in args.skip:
             rows.append({**ident, "method": name, "config": name, "status": "skipped", "note": "--skip"})
             continue
         t0 = time.perf_counter()
-        out = method_rows(name, problem_cfg, problem, ctx, args, ident, run_dirs.get(name))
+        required, section = (None, {}) if name in REFERENCES else required_form(config_name(name), problem_cfg)
+        form, reason = form_plan(required, section, problem_cfg)
+        if reason:
+            out = [{**ident, "method": name, "config": config_name(name), "status": "not_applicable", "note": reason}]
+        elif form is not None:  # timed on the form it needs, labelled so, with that form's sizes and floor
+            overrides = [f"problem.form={form}"]
+            if form not in in_form:
+                in_form[form] = common.load_problem(problem_cfg, overrides)
+            other = in_form[form]  # the same instance (its name), in that form: a checkpoint must be a run in it
+            out = method_rows(name, problem_cfg, other, ctx, args, {**ident, "n": other.n, "k": other.k}, run_dirs.get(name), overrides)
+            name = f"{name}[form={form}]"
+            for r in out:
+                r["method"] = name
+        else:
+            out = method_rows(name, problem_cfg, problem, ctx, args, ident, run_dirs.get(name))
         rows += out
         b1 = next((r for r in out if r.get("batch_size") == 1 and r["status"] == "ok"), None)
         what = f"b1 {b1['median_ms']:9.3f} ms" if b1 else f"{out[0]['status']}: {out[0].get('note', '')[:90]}"
@@ -387,6 +458,8 @@ def markdown(rows: list[dict], batch_sizes: list[int]) -> str:
             iters = _fmt(r1.get("iterations_mean"), ".1f")
             if "iterations_max" in r1:
                 iters += f" (max {r1['iterations_max']:.0f})"
+            if "line_search_mean" in r1:
+                iters += f"; line search {r1['line_search_mean']:.1f} evaluations"
             notes = [n for n in (r1.get("note", ""), "" if r1.get("floor_exact", True) else "floor: lower bound") if n]
             notes += [f"b{B}: {mr[B]['status']} ({mr[B].get('note', '')})" for B in big if B in mr and mr[B]["status"] != "ok"]
             if "moved_fraction" in r1:

@@ -13,6 +13,7 @@ floating matrix buffer of the method read once per instance (per iteration), mar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -65,12 +66,40 @@ def network(net: nn.Module, label: str = "network") -> Floor:
     return f
 
 
-def matrix(f: Floor, what: str, t: torch.Tensor | None, times: float = 1.0) -> Floor:
-    """One product of the constant ``t`` with a vector per instance, ``times`` times (its bytes read once)."""
+def matrix(f: Floor, what: str, t: torch.Tensor | None, times: float = 1.0, dtype: torch.dtype | None = None) -> Floor:
+    """One product of the constant ``t`` with a vector per instance, ``times`` times (its bytes read once), in
+    ``dtype`` (default: ``t``'s own; a layer that casts its float64 constants to its input's dtype passes that)."""
     if t is None:
         return f
     numel = t._nnz() if t.layout != torch.strided else t.numel()
-    return f.add(f"{what} {tuple(t.shape)} x{times:g}", numel * times, t.dtype, numel, t.element_size())
+    dtype = dtype or t.dtype
+    size = torch.empty(0, dtype=dtype).element_size()
+    return f.add(f"{what} {tuple(t.shape)} x{times:g}", numel * times, dtype, numel, size)
+
+
+def right_hand_sides(f: Floor, family, dtype: torch.dtype) -> Floor:
+    """``g(x) = B_eq (1, xi)`` and ``h(x) = B_ineq (1, xi)``: once per instance (dense, as the family stores them)."""
+    for name in ("B_eq", "B_ineq"):
+        B = torch.as_tensor(getattr(family, name))
+        if B.numel():
+            matrix(f, f"right-hand side {name}", B, dtype=dtype)
+    return f
+
+
+def constraint_rows(family) -> tuple[float, float, float]:
+    """``(per product, constants, per instance)``: the multiply-adds of one product ``y -> [G; H] y`` as the
+    family computes it (dense below ``constraints.DENSE_LIMIT`` entries per matrix, its nonzeros above), the
+    entries it reads, and, where ``G(x), H(x)`` depend on the input, the multiply-adds that form them once."""
+    from hardlinear.constraints import DENSE_LIMIT, InputDependentFamily
+
+    if isinstance(family, InputDependentFamily):
+        rows = (family.m_eq + family.m_ineq) * family.n
+        stacks = family.G_stack.size + family.H_stack.size
+        return float(rows), float(stacks), float(stacks)
+    used = 0
+    for M in (family.G, family.H):
+        used += M.shape[0] * M.shape[1] if M.shape[0] * M.shape[1] <= DENSE_LIMIT else M.nnz
+    return float(used), float(used), 0.0
 
 
 def _buffers(module: nn.Module, skip: tuple[nn.Module, ...] = ()) -> list[tuple[str, torch.Tensor]]:
@@ -173,6 +202,71 @@ def reduced_layer(method, iterations: float) -> Floor:
     return f
 
 
+def pinet(method, iterations: float) -> Floor:
+    """Pinet (:mod:`hardlinear.layers.douglas_rachford`), in ``layer_dtype``, with ``N = n + m_ineq`` (the lifted
+    space) and ``K`` the Douglas-Rachford iterations (``n_iter_test``, as reported)::
+
+        network + (m_eq + m_ineq)(k + 1)     right-hand sides g(x), h(x), once
+                + N m_eq                     q = K_eq g(x): the equality data in the lifted space, once
+                + (K + 1) N^2                P_eq(s) = s P + q: the dense projector P = I - A~^+ A~, once per
+                                             iteration and once for the output
+
+    The prox of the objective, the clamps onto the box and the relaxation are elementwise (not counted); the
+    pseudo-inverse and the Ruiz equilibration are offline."""
+    f = network(method.net)
+    layer, dtype = method.layer, method.layer_dtype
+    right_hand_sides(f, method.problem.family, dtype)
+    matrix(f, "q = K_eq g (lifted equality data)", layer.consts.K, dtype=dtype)
+    return matrix(f, "P_eq: s P (dense projector), per iteration + output", layer.consts.P, iterations + 1.0, dtype)
+
+
+def history_visits(iterations: float, memory: int) -> float:
+    """``sum_{i < K} min(i, memory)``: the L-BFGS pairs the two-loop recursions of ``K`` iterations visit (the
+    ``i``-th direction has ``min(i, memory)`` pairs), linear between whole ``K``. Convex in ``K``, so at the mean
+    iterations it is at most the mean over instances: still a floor."""
+    whole = int(math.floor(iterations))
+    return float(sum(min(i, memory) for i in range(whole)) + (iterations - whole) * min(whole, memory))
+
+
+def fsnet(method, iterations: float, line_search: float | None = None) -> Floor:
+    """FSNet (:mod:`hardlinear.layers.peers.fsnet`), in ``layer_dtype``, with ``R`` the multiply-adds of one
+    product ``y -> [G; H] y`` (:func:`constraint_rows`), ``K`` the L-BFGS iterations and ``E`` the evaluations
+    of the line searches (both as reported: ``Prediction.iterations``, ``extras["line_search_evaluations"]``),
+    ``M`` the memory::
+
+        network + (m_eq + m_ineq)(k + 1)                 right-hand sides, once
+                + (2 + 2 K + E) R                        value and gradient at the start (2 R: [G; H] y and
+                                                         its transpose on the residual), per iteration the
+                                                         value and gradient at the new point (2 R), and the
+                                                         line searches' values (R each)
+                + 4 n sum_{i<K} min(i, M) + 2 n (K - 1)  two-loop recursion: two dot products and two updates
+                                                         per pair, gamma's two dot products
+                + 2 n K                                  the slope <g, d> and the new pair's rho
+
+    ``line_search`` None (not reported): ``E = K``, a lower bound (the Armijo search evaluates at least once
+    per iteration, up to ``max_ls`` times). Not counted: the elementwise passes (the candidate ``y + t d``, the
+    squared violation), the right-hand sides and the ``rho`` of every pair, which ours recomputes at every
+    evaluation and iteration, and, for an input-dependent family, the re-formation of ``G(x), H(x)`` at every
+    evaluation (counted once: ``(k + 1)(m_eq + m_ineq) n``)."""
+    f = network(method.net)
+    family, dtype, n = method.problem.family, method.layer_dtype, method.problem.family.n
+    right_hand_sides(f, family, dtype)
+    per_product, const_numel, forming = constraint_rows(family)
+    size = torch.empty(0, dtype=dtype).element_size()
+    if forming:
+        f.add("forming G(x), H(x) from their slices, once", forming, dtype)
+    reported = line_search is not None
+    E = float(line_search) if reported else iterations * min(1.0, float(method.settings.max_ls))
+    products = 2.0 + 2.0 * iterations + E
+    searched = f"{E:g} line-search evaluations" + ("" if reported else " (not reported: one per iteration, a lower bound)")
+    f.add(f"[G; H] y and its transpose ({per_product:,.0f} per product) x{products:g}, {searched}",
+          per_product * products, dtype, const_numel, size)  # fmt: skip
+    visits = history_visits(iterations, method.settings.memory)
+    f.add(f"two-loop recursion (memory {method.settings.memory}, {visits:g} pair visits)",
+          4.0 * n * visits + 2.0 * n * max(iterations - 1.0, 0.0), dtype)  # fmt: skip
+    return f.add("slope and the new pair's rho", 2.0 * n * iterations, dtype)
+
+
 DERIVATIONS: dict[str, Callable[..., Floor]] = {
     "BareMLP": mlp,
     "Proposed": proposed,
@@ -184,12 +278,17 @@ DERIVATIONS: dict[str, Callable[..., Floor]] = {
     "Gauge": reduced_layer,
     "Penalty": network_only,
     "ALM": network_only,
+    "Pinet": pinet,
+    "FSNet": fsnet,
 }
 
 
-def floor(method, iterations: float = 1.0, moved: float = 1.0) -> Floor:
-    """The floor of ``method`` (set up, eval mode) by its class's derivation, else :func:`generic`."""
+def floor(method, iterations: float = 1.0, moved: float = 1.0, line_search: float | None = None) -> Floor:
+    """The floor of ``method`` (set up, eval mode) by its class's derivation, else :func:`generic`; ``moved``
+    (the blend's moved rows) and ``line_search`` (FSNet's evaluations) as the method reported them."""
     derive = DERIVATIONS.get(type(method).__name__, generic)
     if derive is proposed:
         return proposed(method, iterations, moved)
+    if derive is fsnet:
+        return fsnet(method, iterations, line_search)
     return derive(method, iterations)

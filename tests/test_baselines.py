@@ -142,6 +142,18 @@ def apm_method(cls, problem, **kwargs):
 
 
 @pytest.mark.parametrize("cls", [APM, EAPM])
+def test_apm_on_the_inequality_form_is_not_applicable_and_names_the_fix(problems, cls):
+    """The slacks' orthant needs the standard form: refused at set-up, before any factorisation, with the setting
+    that fixes it (the harness's config check says the same before any work: tests/test_bad_configs.py)."""
+    from hardlinear.errors import NotApplicable
+
+    method = cls()
+    with pytest.raises(NotApplicable, match=r"set problem.form=standard"):
+        method.setup(problems["dcopf_14_ineq"], ctx())
+    assert not hasattr(method, "correction")
+
+
+@pytest.mark.parametrize("cls", [APM, EAPM])
 @pytest.mark.parametrize("key", ["dcopf_14", "portfolio"])
 def test_apm_converges_on_feasible_instances(problems, cls, key):
     problem = problems[key]
@@ -283,11 +295,6 @@ def test_apm_on_an_infeasible_instance_runs_to_the_limit(extrapolate):
     assert torch.all(iters == 50)
     assert torch.all(layer.violation(y) > 0.4)  # the best any point of V does is s = (-1/2, -1/2)
     assert torch.isfinite(y).all()
-
-
-def test_apm_needs_the_standard_form(problems):
-    with pytest.raises(ValueError, match="form=standard"):
-        APM().setup(problems["dcopf_14_ineq"], ctx())
 
 
 # --- DC3 -------------------------------------------------------------------------------------------------

@@ -82,4 +82,187 @@ def test_each_checkpoint_of_one_method_gets_a_row_of_its_own(bench):
     rows, dirs = bench_methods.with_checkpoints(names, "dc3_qp_eq50_ineq50", checkpoints)
     assert rows == ["mlp", "proposed", "proposed[checkpoint 2]", "proposed[unfused]", "proposed[row=off]", "gauge"]
     assert dirs == {"proposed": "runs/plain", "proposed[checkpoint 2]": "runs/refined", "proposed[row=off]": "runs/plain"}
-    assert bench_methods.config_of("proposed[checkpoint 2]") == "proposed"
+    assert bench_methods.config_name("proposed[checkpoint 2]") == "proposed"
+
+
+def tiny_problem():
+    """n = 3 variables, one equality, two inequalities, k = 1 input: every floor below is countable by hand."""
+    import numpy as np
+
+    from hardlinear.problems.linear import LinearProblem
+
+    return LinearProblem(arrays=dict(
+        c=np.array([1.0, 2.0, 0.5]), G=np.array([[1.0, 1.0, 1.0]]), g0=np.array([1.0]), Gx=np.array([[0.5]]),
+        H=np.array([[1.0, -1.0, 0.0], [0.0, 1.0, 2.0]]), h0=np.array([1.0, 2.0]), Hx=np.array([[0.0], [1.0]]),
+        lo=np.array([-1.0]), hi=np.array([1.0]),
+    ))  # fmt: skip
+
+
+def counted_matmuls(method, xi) -> tuple[float, object]:
+    """The multiply-adds of every matrix product ``method.predict(xi)`` runs (torch's flop counter: 2 per MAC)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        pred = method.predict(xi)
+    return counter.get_total_flops() / 2, pred
+
+
+TINY_NET = 1 * 4 + 4 * 3  # the network below: k = 1 -> 4 hidden -> n = 3 (float32)
+TINY_RHS = 1 * 2 + 2 * 2  # B_eq (m_eq x (k + 1)) and B_ineq (m_ineq x (k + 1)), once
+
+
+def test_pinet_floor_by_hand_and_by_torch(bench):
+    """Pinet's floor: the right-hand sides, ``K_eq`` (N x m_eq) once and the dense projector (N x N, N = n + m)
+    once per DR iteration and once for the output; here it is every product the forward runs, to the unit."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.pinet import Pinet
+
+    problem = tiny_problem()
+    method = Pinet(n_iter_test=7)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    method.eval()
+    counted, pred = counted_matmuls(method, problem.sample(1, generator=torch.Generator().manual_seed(0)).float())
+    assert int(pred.iterations[0]) == 7
+    f = floors.floor(method, iterations=7.0)
+    N = 3 + 2
+    assert f.exact and f.macs["float32"] == TINY_NET
+    assert f.macs["float64"] == TINY_RHS + N * 1 + (7 + 1) * N * N == 211
+    assert f.macs["float32"] + f.macs["float64"] == counted
+    assert f.const_bytes == 4 * (TINY_NET + 4 + 3) + 8 * (TINY_RHS + N * 1 + N * N)  # biases 4 + 3
+
+
+@pytest.mark.parametrize("iterations, line_search", [(5.0, None), (2.5, None), (5.0, 12.0)])
+def test_fsnet_floor_by_hand(bench, iterations, line_search):
+    """FSNet's floor with memory M = 3, K iterations and E line-search evaluations (one per iteration when not
+    reported): products with the stacked [G; H] (3 rows x 3 = 9 MACs each) 2 + 2K + E times, the two-loop
+    recursion over min(i, M) pairs at iteration i, the slope and the new pair's rho."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.fsnet import FSNet
+
+    problem = tiny_problem()
+    method = FSNet(max_iter=6, unrolled=0, memory=3)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    K, n, R = iterations, 3, 9
+    E = K if line_search is None else line_search
+    visits = {5.0: 0 + 1 + 2 + 3 + 3, 2.5: 0 + 1 + 0.5 * 2}[K]
+    f = floors.floor(method, iterations=K, line_search=line_search)
+    assert f.exact and f.macs["float32"] == TINY_NET
+    assert f.macs["float64"] == pytest.approx(TINY_RHS + R * (2 + 2 * K + E) + 4 * n * visits + 2 * n * (K - 1) + 2 * n * K)
+    assert ("lower bound" in f.describe()) == (line_search is None)
+
+
+def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
+    """With the line-search evaluations FSNet reports, the products torch counts are the floor's stacked products
+    plus the right-hand sides that ours recomputes at each of its ``1 + K + E`` evaluations (the floor counts
+    them once)."""
+    bench_methods, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.fsnet import FSNet
+
+    problem = tiny_problem()
+    torch.manual_seed(0)  # the network's initialisation: an infeasible start, so that it iterates
+    method = FSNet(max_iter=6, unrolled=0, memory=3, test_val_tol=1e-30, grad_tol=0.0)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    method.eval()
+    xi = problem.sample(1, generator=torch.Generator().manual_seed(0)).float()
+    counted, pred = counted_matmuls(method, xi)
+    K, E = int(pred.iterations[0]), pred.extras["line_search_evaluations"]
+    assert K >= 2 and E >= K  # it iterated, and each line search evaluated at least once
+    assert counted == TINY_NET + 9 * (2 + 2 * K + E) + TINY_RHS * (1 + K + E)
+    f = floors.floor(method, iterations=float(K), line_search=float(E))
+    two_loop = 4 * 3 * floors.history_visits(K, 3) + 2 * 3 * (K - 1) + 2 * 3 * K
+    assert f.macs["float32"] + f.macs["float64"] - two_loop == counted - TINY_RHS * (K + E)
+    _, it, reported = bench_methods._predict(method)(xi)  # what the benchmark passes to the floor
+    assert int(it[0]) == K and reported == {"line_search_mean": float(E)}
+
+
+
+def test_fsnet_floor_on_an_input_dependent_family(bench):
+    """The portfolio's standard form has ``G(x), H(x)``: ours forms them from their ``k + 1`` slices at every
+    evaluation (torch counts it), the floor once; the products with them are ``(m_eq + m_ineq) n`` each."""
+    _, floors = bench
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.fsnet import FSNet
+    from hardlinear.problems import build_problem
+
+    problem = build_problem("portfolio")
+    family = problem.family
+    torch.manual_seed(0)
+    method = FSNet(max_iter=4, unrolled=0, memory=3, test_val_tol=1e-30, grad_tol=0.0)
+    method.setup(problem, Context(progress=False, network={"hidden": 4, "layers": 1, "batch_norm": False}))
+    method.eval()
+    counted, pred = counted_matmuls(method, problem.sample(1, generator=torch.Generator().manual_seed(0)).float())
+    K, E = int(pred.iterations[0]), pred.extras["line_search_evaluations"]
+    R = (family.m_eq + family.m_ineq) * family.n
+    forming, rhs = family.G_stack.size + family.H_stack.size, family.B_eq.size + family.B_ineq.size
+    net = floors.network(method.net).macs["float32"]
+    assert K >= 2 and counted == net + (1 + K + E) * (forming + rhs) + (2 + 2 * K + E) * R
+    f = floors.floor(method, iterations=float(K), line_search=float(E))
+    n = family.n
+    two_loop = 4 * n * floors.history_visits(K, 3) + 2 * n * (K - 1) + 2 * n * K
+    assert f.macs["float64"] == forming + rhs + (2 + 2 * K + E) * R + two_loop
+
+def test_form_plan(bench):
+    """A method whose class needs a form runs in it where the problem config has a ``form`` option, and is not
+    applicable, with the reason, where it has none; a method that needs no form runs in the problem's own."""
+    bench_methods, _ = bench
+    plan = bench_methods.form_plan
+    assert plan(None, {"form": "inequality"}, "dc3_qp") == (None, "")
+    assert plan("standard", {"form": "standard"}, "dcopf_118") == (None, "")
+    assert plan("standard", {"form": "inequality"}, "dc3_qp") == ("standard", "")
+    form, reason = plan("standard", {"name": "x"}, "x")
+    assert form is None and "needs problem.form=standard" in reason and "no form option" in reason
+    assert bench_methods.required_form("apm", "dc3_qp")[0] == "standard"
+    assert bench_methods.required_form("eapm", "dc3_qp")[0] == "standard"  # inherited
+    assert bench_methods.required_form("pinet", "dc3_qp")[0] is None
+
+
+def test_apm_is_timed_on_the_standard_form(bench, tmp_path):
+    """dc3_qp is in inequality form: APM runs on its standard form (slacks appended: n = 100 + 50), its row
+    labelled so, with that form's floor; the references stay in the problem's own form (and are timed once when
+    ``--methods`` names one)."""
+    bench_methods, _ = bench
+    out = bench_methods.main(["--quick", "--problems", "dc3_qp", "--methods", "apm", "mlp", "--batch-sizes", "1", "--instances", "3",
+                              "--repeats", "2", "--call-budget", "600", "--out-dir", str(tmp_path),
+                              "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    by = {r["method"]: r for r in out["rows"]}
+    assert [r["method"] for r in out["rows"]] == ["mlp", "mlp_f64", "apm[form=standard]"]  # a reference named again: once
+    apm = by["apm[form=standard]"]
+    assert apm["status"] == "ok" and apm["config"] == "apm" and apm["n"] == 150 and by["mlp"]["n"] == 100
+    assert apm["iterations_mean"] >= 1 and apm["floor_exact"] and apm["macs_float64"] > 0
+    assert "| apm[form=standard] |" in out["paths"]["md"].read_text()
+
+
+@pytest.mark.slow
+def test_a_checkpoint_is_timed_only_on_the_form_it_was_trained_in(bench, tmp_path):
+    """Real runs (trainer=fast) on dcopf_14: APM in its standard form and proposed in the inequality form. Timed on
+    dcopf_14's own (standard) form, APM's checkpoint is used and proposed's is refused, the row saying which form
+    to train in; built in the inequality form (as a method that needs that form is), proposed's loads."""
+    import subprocess
+
+    bench_methods, _ = bench
+    repo = BENCH_DIR.parent
+    env = {**__import__("os").environ, "PYTHONPATH": str(repo / "src")}
+    for method, form in (("apm", "standard"), ("proposed", "inequality")):
+        subprocess.run([sys.executable, "run.py", "problem=dcopf_14", f"problem.form={form}", "trainer=fast", "threads=1",
+                        "progress=false", "study=bm_test", f"method={method}", "seed=0", f"cache_dir={tmp_path / 'cache'}",
+                        f"hydra.run.dir={tmp_path / 'runs' / method}"], cwd=repo, env=env, check=True, timeout=600)  # fmt: skip
+    apm_run, proposed_run = str(tmp_path / "runs" / "apm"), str(tmp_path / "runs" / "proposed")
+    out = bench_methods.main(["--quick", "--problems", "dcopf_14", "--methods", "apm", "proposed", "--row-modes",
+                              "--batch-sizes", "1", "--instances", "3", "--repeats", "2", "--call-budget", "600",
+                              "--out-dir", str(tmp_path / "bench"), "--cache-dir", str(tmp_path / "cache"),
+                              "--checkpoint", apm_run, proposed_run])  # fmt: skip
+    by = {r["method"]: r for r in out["rows"]}
+    assert by["apm"]["status"] == "ok" and by["apm"]["weights"] == f"checkpoint {apm_run}"
+    refused = by["proposed"]
+    assert refused["status"] == "failed" and "in inequality form" in refused["note"]
+    assert "problem.form=standard" in refused["note"]
+    args = bench_methods.common.resolve(bench_methods.parser().parse_args(["--quick", "--cache-dir", str(tmp_path / "cache")]),
+                                        bench_methods.QUICK, bench_methods.FULL)  # fmt: skip
+    overrides = ["problem.form=inequality"]
+    problem = bench_methods.common.load_problem("dcopf_14", overrides)
+    ctx = bench_methods.common.make_context(args)
+    method, weights = bench_methods.build("proposed", "dcopf_14", problem, ctx, proposed_run, overrides)
+    assert weights == f"checkpoint {proposed_run}" and method.problem.form == "inequality"

@@ -32,6 +32,7 @@ import time
 
 import torch
 
+from hardlinear.errors import NotApplicable
 from hardlinear.methods.base import Context, Prediction, check_dtype
 from hardlinear.methods.penalty import Penalty
 
@@ -42,6 +43,7 @@ class APM(Penalty):
     name = "apm"
     iterative = True
     extrapolate = False
+    required_form = "standard"  # the slacks' orthant: read by the config check and the benchmarks
 
     def __init__(
         self,
@@ -71,10 +73,10 @@ class APM(Penalty):
         return {}
 
     def setup(self, problem, ctx: Context) -> float:
-        if problem.form != "standard":
-            raise ValueError(
-                f"{self.name} projects onto the slacks' orthant and needs the standard form; "
-                f"got form={problem.form!r}: run with problem.form=standard"
+        if problem.form != self.required_form:
+            raise NotApplicable(
+                f"{self.name} projects onto the slacks' orthant and needs the {self.required_form} form; "
+                f"got form={problem.form!r}: set problem.form={self.required_form}"
             )
         from hardlinear.layers.equality import EqualityProjector
         from hardlinear.layers.peers.apm import AlternatingProjection

@@ -15,7 +15,8 @@ problems without one. Any linear family applies (it needs only residuals), the i
 
 Promise, and what is recorded: nothing exact. The equalities and inequalities hold to the tolerance L-BFGS
 reached; the harness measures the violations of every output in float64 and records them as they are.
-``Prediction.iterations`` is the number of L-BFGS iterations its batch took (shared by the batch).
+``Prediction.iterations`` is the number of L-BFGS iterations its batch took (shared by the batch);
+``extras["line_search_evaluations"]`` the evaluations of the violation its Armijo searches made (shared too).
 """
 
 from __future__ import annotations
@@ -113,13 +114,13 @@ class FSNet(Method):
         s = self.settings
         if not train or not torch.is_grad_enabled() or not y0.requires_grad:
             state = lbfgs_feasibility(rows, y0, s, val_tol, s.max_iter)
-            return state.y.detach(), state.iterations
+            return state.y.detach(), state
         state = lbfgs_feasibility(rows, y0, s, val_tol, self.unrolled, differentiable=True)
         y_diff = state.y
         tail = lbfgs_feasibility(rows, y0, s, val_tol, s.max_iter - state.iterations, state=state) if state.iterations == self.unrolled else None
         if tail is None:  # converged inside the differentiated part
-            return y_diff, state.iterations
-        return y_diff + (tail.y - y_diff).detach(), tail.iterations
+            return y_diff, state
+        return y_diff + (tail.y - y_diff).detach(), tail
 
     # --- the Method interface -------------------------------------------------------------------------
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
@@ -147,8 +148,9 @@ class FSNet(Method):
 
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
-        y, its = self._solve(xi, self.raw_output(xi), self.test_val_tol, train=False)
-        return Prediction(y=y, iterations=torch.full((xi.shape[0],), its, dtype=torch.long, device=y.device))
+        y, state = self._solve(xi, self.raw_output(xi), self.test_val_tol, train=False)
+        its = torch.full((xi.shape[0],), state.iterations, dtype=torch.long, device=y.device)
+        return Prediction(y=y, iterations=its, extras={"line_search_evaluations": state.line_search_evaluations})
 
     def after_epoch(self, epoch: int) -> dict[str, float]:
         """FSNet's schedule: the tolerance of the epoch after ``epoch`` (divided by 10 at every epoch index ``e``

@@ -14,7 +14,7 @@ from typing import Any
 
 from hardlinear.harness.schemas.checker import _UNSET, _Checker
 from hardlinear.harness.schemas.hints import _signature_hints
-from hardlinear.harness.schemas.tables import DTYPE_NAMES, HYDRA_KEYS, METHOD_RANGES, REQUIRED_FORM_FALLBACK
+from hardlinear.harness.schemas.tables import DTYPE_NAMES, HYDRA_KEYS, METHOD_RANGES
 
 
 def _check_method(check: _Checker, method: Any, problem: Any) -> None:
@@ -119,13 +119,7 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
 
 
 def _check_required_form(check: _Checker, cls: type, method: dict, problem: Any) -> None:
-    required = getattr(cls, "required_form", None)
-    if required is None:
-        for target, form in REQUIRED_FORM_FALLBACK.items():
-            module_name, _, attr = target.rpartition(".")
-            base = getattr(sys.modules.get(module_name), attr, None)
-            if base is not None and issubclass(cls, base):
-                required = form
+    required = getattr(cls, "required_form", None)  # a class attribute (APM's slacks: "standard")
     form = problem.get("form") if isinstance(problem, dict) else None
     if required and form not in (None, _UNSET, required):
         check.error(

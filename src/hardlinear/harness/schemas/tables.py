@@ -124,5 +124,3 @@ METHOD_RANGES = {
     "max_extrapolation": Range(lo=1),
     "eq_fraction": Range(0, 1),
 }
-# Methods whose correction needs a problem form, when the class does not say so itself (``required_form``).
-REQUIRED_FORM_FALLBACK = {"hardlinear.methods.apm.APM": "standard"}

@@ -78,11 +78,12 @@ class LBFGSState:
         self.S: list[torch.Tensor] = []
         self.Y: list[torch.Tensor] = []
         self.iterations = 0
+        self.line_search_evaluations = 0  # of phi, by the Armijo searches (the floor of benchmarks/floors.py reads it)
 
     def detach(self) -> LBFGSState:
         out = LBFGSState(self.y.detach(), self.f.detach(), self.g.detach())
         out.S, out.Y = [s.detach() for s in self.S], [y.detach() for y in self.Y]
-        out.iterations = self.iterations
+        out.iterations, out.line_search_evaluations = self.iterations, self.line_search_evaluations
         return out
 
 
@@ -115,7 +116,8 @@ def lbfgs_feasibility(
             if f.item() / settings.scale < val_tol or bool((g.detach().norm(dim=1) < settings.grad_tol).all()):
                 break
             d = _direction(g if differentiable else g.detach(), state.S, state.Y)
-            step = _line_search(rows, y.detach(), d.detach(), g.detach(), f.detach(), settings)
+            step, evaluations = _line_search(rows, y.detach(), d.detach(), g.detach(), f.detach(), settings)
+            state.line_search_evaluations += evaluations
             y_next = y + step * d if differentiable else (y.detach() + step * d.detach()).requires_grad_(True)
             f_next = settings.scale * rows(y_next).mean()
             (g_next,) = torch.autograd.grad(f_next, y_next, create_graph=differentiable)
@@ -134,16 +136,18 @@ def lbfgs_feasibility(
     return state
 
 
-def _line_search(rows, y, d, g, f, settings: LBFGSSettings) -> float:
-    """One Armijo backtracking step size for the whole batch (the last halved step if none passes)."""
-    step = 1.0
+def _line_search(rows, y, d, g, f, settings: LBFGSSettings) -> tuple[float, int]:
+    """One Armijo backtracking step size for the whole batch (the last halved step if none passes), and how
+    many times it evaluated ``phi``."""
+    step, evaluations = 1.0, 0
     slope = float((g * d).sum())
     with torch.no_grad():
         for _ in range(settings.max_ls):
+            evaluations += 1
             if float(settings.scale * rows(y + step * d).mean()) <= float(f) + settings.c * step * slope:
                 break
             step *= settings.shrink
-    return step
+    return step, evaluations
 
 
 def squared_violation(eq_resid: torch.Tensor, ineq_resid: torch.Tensor) -> torch.Tensor:

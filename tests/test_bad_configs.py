@@ -323,3 +323,17 @@ def test_setting_a_mandatory_key_is_not_an_unknown_key():
     ok, typo = out.stdout.strip().splitlines()
     assert ok == "[]"
     assert "did you mean problem.case" in typo
+
+
+def test_a_key_only_another_option_of_the_group_has_names_that_option():
+    """trainer.time_budget_s exists in trainer=budget_120s, not in the default trainer: the fix is that option."""
+    code = (
+        "from hardlinear.harness.overrides import unknown_override_errors as u; import sys; c = sys.argv[1]; "
+        "print(u(['problem=dc3_qp', 'trainer.time_budget_s=300'], c)); "
+        "print(u(['trainer=budget_120s', 'trainer.time_budget_s=300'], c))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(CONF)], capture_output=True, text=True, timeout=120, check=True)
+    missing, ok = out.stdout.strip().splitlines()
+    assert "trainer=default has no such key; trainer=budget_120s sets it" in missing
+    assert "trainer=budget_120s trainer.time_budget_s=300" in missing and "nothing reads" not in missing
+    assert ok == "[]"

@@ -75,6 +75,14 @@ def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_
         if not keys and parent:
             errors.append(f"unknown key {key}: the config has no section {parent!r}")
             continue
+        others = _options_setting(config_dir, parent, leaf) if "." not in parent else []
+        if others:
+            choice = OmegaConf.select(cfg, f"{parent}.name", default="its default")
+            errors.append(
+                f"unknown key {key}: {parent}={choice} has no such key; {', '.join(f'{parent}={o}' for o in others)} "
+                f"sets it: choose one, e.g. {parent}={others[0]} {key}={dict(pairs)[key]}"
+            )
+            continue
         close = difflib.get_close_matches(leaf, keys, n=1)
         where = f"{parent}." if parent else ""
         hint = f"; did you mean {where}{close[0]}?" if close else ""
@@ -84,3 +92,16 @@ def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_
             "fix the name instead"
         )
     return errors
+
+
+def _options_setting(config_dir: Path, group: str, leaf: str) -> list[str]:
+    """The options of config group ``group`` whose YAML sets the top-level key ``leaf`` (e.g. ``trainer``'s
+    ``budget_120s`` sets ``time_budget_s``, which the default trainer lacks): the fix for such a key is to choose
+    that option, not ``+`` (which would add the key to a config that was not written for it)."""
+    folder = config_dir / group
+    if not folder.is_dir():
+        return []
+    prefix = f"{leaf}:"
+    return sorted(
+        f.stem for f in folder.glob("*.yaml") if any(line.startswith(prefix) for line in f.read_text().splitlines())
+    )

@@ -11,7 +11,9 @@ where the problem config has no ``form`` option it is ``not_applicable``, saying
 method must be a run trained in that form (same instance); any other is refused, the row ``failed`` saying why.
 Two references: ``mlp`` (the task network alone, float32, the default 256 x 2 with batch norm) and ``mlp_f64``
 (the same network in float64: the machine's rate for float64 multiply-adds), and ``proposed[unfused]`` (the
-layer the fused path replaces).
+layer the fused path replaces). ``--row-modes`` / ``--batch-modes`` add ``proposed[row=MODE]`` /
+``proposed[batch=MODE]``: the fused layer built with that batch-1 / block path (``layers/fused.py`` ``ROW_MODE``,
+``BATCH_MODE``; a compiled mode compiles in the warm-up calls, which are not timed).
 
 Timing: from a freshly initialised network (``--checkpoint RUN_DIR``: the trained weights of a finished run
 instead, for its problem instance and method; a second checkpoint of the same problem and method, e.g. a refined

@@ -464,7 +464,10 @@ def test_block_path_matches_the_default_path(case, mode):
     problem, method = case
     xi = inputs(problem)
     fused, y, alpha = _block_outputs(problem, method, mode, xi, 40)
+    from hardlinear.layers import fused as fused_mod
+
     assert fused.batch_mode == mode
+    assert (fused_mod._BATCH_CACHE[mode][0] is fused_mod._chunk_task) == (mode == "eager")  # compile: not a fallback
     assert int((alpha == 0).sum()) >= 10 and int(((alpha > 0) & (alpha < 1)).sum()) >= 10, "the batch must mix"
     assert_same_as_eager_blocks(problem, method, xi, y, alpha)
 
@@ -501,6 +504,29 @@ def test_block_path_falls_back_to_eager_when_compilation_fails(case, monkeypatch
     _, y_eager, alpha_eager = _block_outputs(problem, method, "eager", xi, 12)
     assert torch.equal(y, y_eager) and torch.equal(alpha, alpha_eager)
     torch._dynamo.reset()  # the failed frames' cache entries: none for the next test
+
+
+def test_block_path_falls_back_to_eager_when_torch_compile_is_unavailable(case, monkeypatch):
+    """``torch.compile`` itself refusing (e.g. a Python that dynamo does not support) is reported, and the block
+    path runs the eager functions."""
+    from hardlinear.layers import fused as fused_mod
+
+    def unavailable(*args, **kwargs):
+        raise RuntimeError("torch.compile is not supported here (test)")
+
+    saved = fused_mod._BATCH_CACHE.pop("compile", None)  # so that the mode is set up again, with no compiler
+    monkeypatch.setattr(torch, "compile", unavailable)
+    problem, method = case
+    xi = inputs(problem, 24)
+    try:
+        with pytest.warns(UserWarning, match="batch_mode='compile' unavailable.*using eager"):
+            fused, y, alpha = _block_outputs(problem, method, "compile", xi, 12)
+    finally:  # the next tests compile for real
+        fused_mod._BATCH_CACHE.pop("compile", None)
+        if saved is not None:
+            fused_mod._BATCH_CACHE["compile"] = saved
+    _, y_eager, alpha_eager = _block_outputs(problem, method, "eager", xi, 12)
+    assert torch.equal(y, y_eager) and torch.equal(alpha, alpha_eager)
 
 
 def test_batch_mode_is_validated(case):

@@ -536,7 +536,13 @@ class FusedProposed(nn.Module):
         if mode == "off" or self._row_args is None:
             return
         if mode not in _BATCH_CACHE:
-            _BATCH_CACHE[mode] = _chunk_functions(mode)
+            try:
+                _BATCH_CACHE[mode] = _chunk_functions(mode)
+            except Exception as err:  # noqa: BLE001 - e.g. torch.compile unsupported here: eager is the same arithmetic
+                msg = f"fused block path: batch_mode={mode!r} unavailable ({type(err).__name__}: {err}); using eager"
+                log.warning(msg)
+                warnings.warn(msg, stacklevel=3)
+                _BATCH_CACHE[mode] = _chunk_functions("eager")
         self._chunk = (mode, *self._row_args)
         self.batch_mode = mode
 

@@ -9,24 +9,47 @@ of the compiled output in the layer's own float64 evaluation (must be >= 0 exact
 and the compile time (first call minus a warm call). Not a timing of the path: ``bench_methods.py
 --batch-modes compile`` times it.
 
-Run: ``python benchmarks/fused_compile_exactness.py RUN_DIR [RUN_DIR ...] --batch 4096``; prints one JSON line per run.
+Run: ``python benchmarks/fused_compile_exactness.py RUN_DIR [RUN_DIR ...] --batch 4096`` (``fresh:PROBLEM`` instead of
+a run: a freshly initialised network); prints one JSON line per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def load(source: str, cache_dir: str | None):
+    """A set-up ``proposed`` in eval mode: a finished run's (``RUN_DIR``), or freshly initialised (``fresh:PROBLEM``:
+    ``conf/method/proposed`` on ``conf/problem/PROBLEM``, as bench_methods builds it, seed 0)."""
+    if source.startswith("fresh:"):
+        import argparse
+
+        import common
+
+        problem_cfg = source.removeprefix("fresh:")
+        args = argparse.Namespace(cache_dir=cache_dir or "data/cache", device="cpu", seed=0)
+        torch.manual_seed(0)
+        method = common.make_method(problem_cfg, "proposed", common.load_problem(problem_cfg), common.make_context(args))[0]
+    else:
+        from hardlinear.harness.checkpoint import load_run
+
+        method = load_run(source, cache_dir=cache_dir)
+    method.eval()
+    return method
+
 
 def compare(run_dir: str, batch: int, seed: int, cache_dir: str | None) -> dict:
-    from hardlinear.harness.checkpoint import load_run
     from hardlinear.layers.fused import FusedProposed
 
-    method = load_run(run_dir, cache_dir=cache_dir)
-    method.eval()
+    method = load(run_dir, cache_dir)
     problem = method.problem
     xi = problem.sample(batch, generator=torch.Generator().manual_seed(seed)).to(torch.float32)
     build = lambda mode: FusedProposed(  # noqa: E731
@@ -62,7 +85,8 @@ def compare(run_dir: str, batch: int, seed: int, cache_dir: str | None) -> dict:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run_dirs", nargs="+", help="finished proposed runs (run.py ... method=proposed)")
+    p.add_argument("run_dirs", nargs="+", help="finished proposed runs (run.py ... method=proposed), or fresh:PROBLEM "
+                   "for a freshly initialised network")
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)

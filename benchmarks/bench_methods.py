@@ -11,7 +11,9 @@ where the problem config has no ``form`` option it is ``not_applicable``, saying
 method must be a run trained in that form (same instance); any other is refused, the row ``failed`` saying why.
 Two references: ``mlp`` (the task network alone, float32, the default 256 x 2 with batch norm) and ``mlp_f64``
 (the same network in float64: the machine's rate for float64 multiply-adds), and ``proposed[unfused]`` (the
-layer the fused path replaces).
+layer the fused path replaces). ``--row-modes`` / ``--batch-modes`` add ``proposed[row=MODE]`` /
+``proposed[batch=MODE]``: the fused layer built with that batch-1 / block path (``layers/fused.py`` ``ROW_MODE``,
+``BATCH_MODE``; a compiled mode compiles in the warm-up calls, which are not timed).
 
 Timing: from a freshly initialised network (``--checkpoint RUN_DIR``: the trained weights of a finished run
 instead, for its problem instance and method; a second checkpoint of the same problem and method, e.g. a refined
@@ -65,6 +67,8 @@ FULL = {
     "call_budget": 30.0,
 }
 REFERENCES = ("mlp", "mlp_f64")
+# Rows proposed[row=MODE] and proposed[batch=MODE]: the fused layer's module constant each one sets.
+FUSED_MODES = {"row": "ROW_MODE", "batch": "BATCH_MODE"}
 PROBE = 64  # batch of the one call that estimates a large batch's time when the batch-1 time says it is too long
 # Extra rows: a config with overrides, shown beside the config's own row.
 VARIANTS = {"proposed[unfused]": ("proposed", ["method.fused_inference=false"])}
@@ -88,6 +92,10 @@ def parser():
     p.add_argument("--row-modes", nargs="*", default=["off", "eager", "script"],
                    help="also time proposed with each batch-1 path of the fused layer (layers/fused.py ROW_MODES: "
                    "off = the general path, eager, script = TorchScript, compile = torch.compile)")  # fmt: skip
+    p.add_argument("--batch-modes", nargs="*", default=[],
+                   help="also time proposed with each block path of the fused layer, rows proposed[batch=MODE] "
+                   "(layers/fused.py BATCH_MODES: compile = torch.compile of the chunk functions, eager = the same "
+                   "functions uncompiled; the default proposed row is off); a compile happens in the warm-up calls")  # fmt: skip
     p.add_argument("--child", action="store_true", help=argparse_suppress())
     return p
 
@@ -285,16 +293,18 @@ def required_form(config: str, problem_cfg: str) -> tuple[str | None, dict]:
 def method_rows(name: str, problem_cfg: str, problem, ctx, args, ident: dict, run_dir: str | None,
                 problem_overrides: Sequence[str] = ()) -> list[dict]:  # fmt: skip
     base = {**ident, "method": name, "config": config_name(name)}
-    row_mode = name.removeprefix("proposed[row=").removesuffix("]") if name.startswith("proposed[row=") else None
-    if row_mode is None:
+    switch = next((key for key in FUSED_MODES if name.startswith(f"proposed[{key}=")), None)
+    if switch is None:
         return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir, problem_overrides)
     from hardlinear.layers import fused
 
-    saved, fused.ROW_MODE = fused.ROW_MODE, row_mode  # the fused module is built at the first predict
+    constant, mode = FUSED_MODES[switch], name.removeprefix(f"proposed[{switch}=").removesuffix("]")
+    saved = getattr(fused, constant)
+    setattr(fused, constant, mode)  # the fused module is built at the first predict
     try:
         return _method_rows(name, base, problem_cfg, problem, ctx, args, run_dir, problem_overrides)
     finally:
-        fused.ROW_MODE = saved
+        setattr(fused, constant, saved)
 
 
 def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, run_dir: str | None,
@@ -389,7 +399,8 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     names = list(dict.fromkeys([*REFERENCES, *(args.methods or method_configs())]))  # a reference named again: once
     if "proposed" in names:
         at = names.index("proposed") + 1
-        names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes)]
+        names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes),
+                        *(f"proposed[batch={m}]" for m in args.batch_modes)]
     names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint))
     rows = []
     in_form = {problem.form: problem}  # the problem in each form a method needs (built once)

@@ -34,14 +34,19 @@ def test_tiny_run(bench, tmp_path):
     bench_methods, floors = bench
     out = bench_methods.main(["--quick", "--problems", "dcopf_14", "--methods", "ldr", "proposed", "hardnet_aff", "dc3",
                               "--batch-sizes", "1", "16", "--instances", "3", "--repeats", "2", "--row-modes", "off", "--call-budget", "600",
+                              "--batch-modes", "eager",
                               "--out-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    from hardlinear.layers import fused
+
+    assert fused.BATCH_MODE == "off" and fused.ROW_MODE == "script"  # the rows' modes were set for them only
     with out["paths"]["csv"].open(newline="") as f:
         rows = list(csv.DictReader(f))
     by = {(r["method"], r["batch_size"]): r for r in rows}
     names = {r["method"] for r in rows}
-    assert names == {"mlp", "mlp_f64", "ldr", "proposed", "proposed[unfused]", "proposed[row=off]", "hardnet_aff", "dc3"}
+    assert names == {"mlp", "mlp_f64", "ldr", "proposed", "proposed[unfused]", "proposed[row=off]", "proposed[batch=eager]",
+                     "hardnet_aff", "dc3"}  # fmt: skip
     assert by[("hardnet_aff", "")]["status"] == "not_applicable" and "row rank" in by[("hardnet_aff", "")]["note"]
-    for name in ("mlp", "ldr", "proposed", "proposed[unfused]", "proposed[row=off]", "dc3"):
+    for name in ("mlp", "ldr", "proposed", "proposed[unfused]", "proposed[row=off]", "proposed[batch=eager]", "dc3"):
         for B in ("1", "16"):
             r = by[(name, B)]
             assert r["status"] == "ok" and float(r["median_ms"]) > 0

@@ -428,3 +428,108 @@ def test_batch1_mode_is_validated(case):
     problem, method = case
     with pytest.raises(ValueError, match="row_mode must be one of"):
         FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, row_mode="jit")
+
+
+# --- the block path (batch_mode) ------------------------------------------------------------------------------
+def _block_outputs(problem, method, mode: str, xi: torch.Tensor, chunk_rows: int):
+    """``(module, y, alpha)`` of one call on a block of rows, in chunks of ``chunk_rows``."""
+    fused = FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, batch_mode=mode)
+    fused.chunk_rows = chunk_rows
+    with torch.no_grad():
+        y = fused(xi)
+    return fused, y, fused.last_stats["alpha"]
+
+
+def assert_same_as_eager_blocks(problem, method, xi: torch.Tensor, y: torch.Tensor, alpha: torch.Tensor) -> None:
+    """``(y, alpha)`` of a block mode against the default block path (``off``): outputs to 1e-12 relative and
+    alpha to 1e-12, alpha = 0 on the same rows and those rows bit for bit; the slacks of every row >= 0 exactly
+    (the layer's own float64 evaluation), equalities as :func:`assert_feasible`."""
+    _, y_off, alpha_off = _block_outputs(problem, method, "off", xi, 40)
+    assert float(rel_diff(y, y_off).max()) <= 1e-12
+    assert float((alpha - alpha_off).abs().max()) <= 1e-12
+    stay = alpha_off == 0
+    assert torch.equal(alpha == 0, stay) and torch.equal(y[stay], y_off[stay])
+    layer = method.layer
+    slacks = layer.slacks.slack(xi, y, layer.slacks.rhs(xi, y))
+    assert float(slacks.amin()) >= 0.0, f"worst slack {float(slacks.amin()):.3e}"
+    assert float(problem.ineq_resid(xi, y).amax()) <= 0.0
+    assert_feasible(problem, xi, y)
+
+
+@pytest.mark.parametrize("mode", ["eager", pytest.param("compile", marks=pytest.mark.slow)])
+def test_block_path_matches_the_default_path(case, mode):
+    """The block functions (:func:`_chunk_task`, :func:`_chunk_blend`), as written and compiled by inductor, in
+    chunks of 40 rows and a last chunk of 16: the default path's outputs and alpha, rows that stay bit for bit,
+    every slack >= 0 exactly."""
+    problem, method = case
+    xi = inputs(problem)
+    fused, y, alpha = _block_outputs(problem, method, mode, xi, 40)
+    from hardlinear.layers import fused as fused_mod
+
+    assert fused.batch_mode == mode
+    assert (fused_mod._BATCH_CACHE[mode][0] is fused_mod._chunk_task) == (mode == "eager")  # compile: not a fallback
+    assert int((alpha == 0).sum()) >= 10 and int(((alpha > 0) & (alpha < 1)).sum()) >= 10, "the batch must mix"
+    assert_same_as_eager_blocks(problem, method, xi, y, alpha)
+
+
+def test_block_path_hands_nonfinite_rows_to_the_general_blend(case):
+    """A chunk with a NaN input: NaN rows with alpha = 1, the other rows as the default path."""
+    problem, method = case
+    xi = inputs(problem, 12)
+    xi[3, 0] = math.nan
+    _, y, alpha = _block_outputs(problem, method, "eager", xi, 6)
+    _, y_off, alpha_off = _block_outputs(problem, method, "off", xi, 6)
+    assert torch.isnan(y[3]).all() and float(alpha[3]) == 1.0
+    assert float(rel_diff(y, y_off).max()) <= 1e-12 and float((alpha - alpha_off).abs().max()) <= 1e-12
+
+
+def test_block_path_falls_back_to_eager_when_compilation_fails(case, monkeypatch):
+    """A compiler that fails at the first call (here a torch.compile backend that raises, as inductor does
+    without a C++ compiler) is reported once and replaced by the eager functions: same outputs as ``eager``."""
+    from hardlinear.layers import fused as fused_mod
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("no C++ compiler (test)")
+
+    monkeypatch.setitem(
+        fused_mod._BATCH_CACHE,
+        "compile",
+        (torch.compile(fused_mod._chunk_task, backend=broken), torch.compile(fused_mod._chunk_blend, backend=broken)),
+    )
+    problem, method = case
+    xi = inputs(problem, 24)
+    with pytest.warns(UserWarning, match="batch_mode='compile' failed.*using eager"):
+        fused, y, alpha = _block_outputs(problem, method, "compile", xi, 12)
+    assert fused_mod._BATCH_CACHE["compile"] is fused_mod._BATCH_CACHE["eager"]
+    _, y_eager, alpha_eager = _block_outputs(problem, method, "eager", xi, 12)
+    assert torch.equal(y, y_eager) and torch.equal(alpha, alpha_eager)
+    torch._dynamo.reset()  # the failed frames' cache entries: none for the next test
+
+
+def test_block_path_falls_back_to_eager_when_torch_compile_is_unavailable(case, monkeypatch):
+    """``torch.compile`` itself refusing (e.g. a Python that dynamo does not support) is reported, and the block
+    path runs the eager functions."""
+    from hardlinear.layers import fused as fused_mod
+
+    def unavailable(*args, **kwargs):
+        raise RuntimeError("torch.compile is not supported here (test)")
+
+    saved = fused_mod._BATCH_CACHE.pop("compile", None)  # so that the mode is set up again, with no compiler
+    monkeypatch.setattr(torch, "compile", unavailable)
+    problem, method = case
+    xi = inputs(problem, 24)
+    try:
+        with pytest.warns(UserWarning, match="batch_mode='compile' unavailable.*using eager"):
+            fused, y, alpha = _block_outputs(problem, method, "compile", xi, 12)
+    finally:  # the next tests compile for real
+        fused_mod._BATCH_CACHE.pop("compile", None)
+        if saved is not None:
+            fused_mod._BATCH_CACHE["compile"] = saved
+    _, y_eager, alpha_eager = _block_outputs(problem, method, "eager", xi, 12)
+    assert torch.equal(y, y_eager) and torch.equal(alpha, alpha_eager)
+
+
+def test_batch_mode_is_validated(case):
+    problem, method = case
+    with pytest.raises(ValueError, match="batch_mode must be one of"):
+        FusedProposed(problem.family, method.net, method.layer, method.layer_dtype, batch_mode="jit")

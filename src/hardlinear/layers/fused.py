@@ -38,6 +38,22 @@ functions instead of ~30 torch calls: :func:`_row_task` (network, ``[w | P x]``,
 (``eager``), or not at all (``off``: the general path). A non-finite row goes to the general path. Blocks of rows
 complete ``P x`` by the same gather, written into ``P x`` in place, and the safe output overwrites ``P x``.
 
+Blocks of rows (the same structure) can run the same arithmetic as two functions, :func:`_chunk_task` (``y_TN``
+written into the output's rows, ``[w | P x]``, the key) and :func:`_chunk_blend` (the blend over every row of the
+chunk, those whose key says ``alpha = 0`` masked, written over ``y_TN``), one sync between them: ``batch_mode``
+(default :data:`BATCH_MODE`, ``off``: :meth:`FusedProposed._rows`) runs them under ``torch.compile`` (``compile``:
+inductor fuses the slack, guard, quotient and ``lerp`` passes into a few loops; one compiled version per chunk shape,
+i.e. ``chunk_rows`` and the last chunk's) or as written (``eager``). A compiler that fails is reported once and
+replaced by the eager functions. What changes: the matmuls stay MKL's (inductor's extern kernels), the
+reductions (maxima, minima) are exact in any order, and inductor compiles with ``-ffp-contract=off``, so its
+``lerp`` rounds the product and the sum where aten's vectorised ``lerp`` rounds once (a fused multiply-add): the
+moved rows differ from the default path in the last bit (measured <= 2e-16 relative; alpha within 2e-15, equal on
+trained networks), well inside the rounding guard (``8 eps`` of the rows' size), and rows with ``alpha = 0`` are
+the same bits. Every slack of the compiled outputs is >= 0 exactly (tests/test_fused.py on dcopf_14/118,
+benchmarks/fused_compile_exactness.py on trained runs). Measured 1.5-2.7x faster than ``off`` at batch 4096
+(benchmarks/README.md), but opt-in: the compile costs ~25 s per process and batch size (two chunk shapes, two
+functions), each new batch size brings a new last chunk, and past dynamo's recompile limit a shape runs eager.
+
 Guarantees: those of the layer, for the rule ``F~``: inequalities as the layer's (same guard, same ``alpha``
 and ``lerp`` on the same kind of vectors); equalities exact up to the float64 rounding of ``P x + N v`` (at
 ``alpha = 1`` this is tighter than the unfused layer, which returns ``F x`` with the rule's residual);
@@ -266,6 +282,59 @@ ROW_MODE = "script"  # the default batch-1 path (benchmarks/README.md: measured 
 _ROW_CACHE: dict[str, Any] = {}  # mode -> (task, blend): scripted or compiled once a process
 
 
+# --- blocks of rows: the same arithmetic as two functions that torch.compile can fuse ------------------------
+def _chunk_task(
+    xi: torch.Tensor, xw: torch.Tensor, Ws: list[torch.Tensor], bs: list[torch.Tensor], A_T: torch.Tensor,
+    a: torch.Tensor, active: torch.Tensor, bias: torch.Tensor, M_T: torch.Tensor, idx: torch.Tensor,
+    coef: torch.Tensor, h0: torch.Tensor, N_T: torch.Tensor, d: int, cols: int, s0: int, s1: int, out: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A block of rows, standard form: ``y_TN`` written into ``out``, and ``(P x, w, key)``: :func:`_row_task`'s
+    arithmetic (that of :meth:`FusedProposed._rows`) under its own code object, so that its compiled versions
+    (one per block shape) are cached apart from the batch-1 ones."""
+    y_tn, px, w, key = _row_task(xi, xw, Ws, bs, A_T, a, active, bias, M_T, idx, coef, h0, N_T, d, cols, s0, s1)
+    out.copy_(y_tn)
+    return px, w, key
+
+
+def _chunk_blend(
+    y: torch.Tensor, px: torch.Tensor, w: torch.Tensor, ok: torch.Tensor, N_T: torch.Tensor, s0: int, s1: int,
+    c0: int, c1: int, guard: float, tiny: float, margin: float,
+) -> torch.Tensor:
+    """A block of finite rows, ``y`` holding ``y_TN``: the blend written over ``y``, and ``alpha``, by
+    :meth:`FusedProposed._blend`'s arithmetic op for op (``h = 0``, slacks ``y[:, s0:s1]``); ``ok``: rows that
+    keep ``y_TN`` (``alpha = 0``). Every row's safe output is formed (no data-dependent branch)."""
+    y_sn = torch.addmm(px, w, N_T)
+    s_tn, s_sn = y[:, s0:s1], y_sn[:, s0:s1]
+    size = y[:, c0:c1].abs().amax(dim=1, keepdim=True) + y_sn[:, c0:c1].abs().amax(dim=1, keepdim=True)
+    need = guard * size - s_tn if guard > 0 else -s_tn
+    alpha = (need / (s_sn - s_tn).clamp_min(tiny)).amax(dim=1).clamp(0.0, 1.0)
+    if margin > 0:
+        alpha = alpha + margin * (1.0 - alpha)
+    alpha = alpha.masked_fill(ok, 0.0)
+    y.copy_(torch.lerp(y, y_sn, alpha.unsqueeze(1)))
+    return alpha
+
+
+BATCH_MODES = ("compile", "eager", "off")
+
+
+def _chunk_functions(mode: str):
+    """``(task, blend)`` for a block mode: ``torch.compile`` (inductor, one compiled version per block shape;
+    needs a C++ compiler on the CPU: compilation happens at the first call), as written (``eager``), or None
+    (``off``: :meth:`FusedProposed._rows`, which also skips the safe output of rows that stay)."""
+    if mode == "off":
+        return None
+    if mode == "eager":
+        return _chunk_task, _chunk_blend
+    if mode == "compile":
+        return torch.compile(_chunk_task, dynamic=False), torch.compile(_chunk_blend, dynamic=False)
+    raise ValueError(f"batch_mode must be one of {BATCH_MODES}; got {mode!r}")
+
+
+BATCH_MODE = "off"  # the default block path (benchmarks/README.md: compile measured against it)
+_BATCH_CACHE: dict[str, Any] = {}  # mode -> (task, blend), or the eager pair after a compiler failed
+
+
 # --- the fused module ------------------------------------------------------------------------------------
 class FusedProposed(nn.Module):
     """``forward(xi: (B, k)) -> y: (B, n)`` in ``out_dtype``: network, projection and blend (module docstring).
@@ -295,6 +364,7 @@ class FusedProposed(nn.Module):
         rule_tol: float = RULE_TOL,
         chunk_rows: int | None = None,
         row_mode: str | None = None,
+        batch_mode: str | None = None,
     ) -> None:
         super().__init__()
         from hardlinear.rules.decision_rule import DecisionRule
@@ -419,20 +489,21 @@ class FusedProposed(nn.Module):
         self.chunk_rows = max(64, CHUNK_BYTES // (8 * width)) if chunk_rows is None else max(1, int(chunk_rows))
         self._last: tuple | None = None
         self._row_setup(comp, slacks, layer, family, ROW_MODE if row_mode is None else row_mode)
+        self._chunk_setup(BATCH_MODE if batch_mode is None else batch_mode)
 
     def _row_setup(self, comp, slacks, layer, family, mode: str) -> None:
         """The batch-1 path (:func:`_row_task`, :func:`_row_blend`) where the structure is the standard form's
         (slack completion, slacks ``y[:, s0:s1]``, ``h = 0``, float64 output); else None (the general path).
         A mode whose compiler fails here falls back to eager, with a warning naming the error."""
-        self._row = None
+        self._row = self._row_args = None
         if mode not in ROW_MODES:
             raise ValueError(f"row_mode must be one of {ROW_MODES}; got {mode!r}")
         simple = (comp is not None and slacks.mode == "select" and slacks.coef == -1.0 and not slacks.has_rhs
                   and slacks.start >= 0 and family.m_ineq > 0 and self.out_dtype == torch.float64)  # fmt: skip
-        if mode == "off" or not simple:
+        if not simple:
             return
-        fns = _ROW_CACHE.get(mode)
-        if fns is None:
+        fns = _ROW_CACHE.get(mode) if mode != "off" else None
+        if fns is None and mode != "off":
             try:
                 fns = _row_functions(mode)
             except Exception as err:  # noqa: BLE001 - a missing compiler is not fatal: eager is the same arithmetic
@@ -449,12 +520,64 @@ class FusedProposed(nn.Module):
         Ws, bs = [W for W, _ in self.hidden], [b for _, b in self.hidden]
         s0, s1 = int(slacks.start), int(slacks.stop)
         guard = float(self.guard_scale) if self.guard_unit > 0 else 0.0
-        self._row = (
-            fns,
+        self._row_args = (  # also the block path's (_chunk_setup)
             (Ws, bs, self.A_T, self.a, active, self.bias, self.M_T, idx, coef, h0, self.N_T, self.d, self.cols, s0, s1),
             (self.N_T, s0, s1, int(self.support[0]), int(self.support[1]), guard, float(self.tiny), float(layer.alpha_margin)),
         )
+        self._row = None if mode == "off" else (fns, *self._row_args)
         self.row_mode = mode
+
+    def _chunk_setup(self, mode: str) -> None:
+        """The block path (:func:`_chunk_task`, :func:`_chunk_blend`) where the batch-1 path applies (the same
+        structure); else None (:meth:`_rows`)."""
+        if mode not in BATCH_MODES:
+            raise ValueError(f"batch_mode must be one of {BATCH_MODES}; got {mode!r}")
+        self._chunk, self.batch_mode = None, "off"
+        if mode == "off" or self._row_args is None:
+            return
+        if mode not in _BATCH_CACHE:
+            try:
+                _BATCH_CACHE[mode] = _chunk_functions(mode)
+            except Exception as err:  # noqa: BLE001 - e.g. torch.compile unsupported here: eager is the same arithmetic
+                msg = f"fused block path: batch_mode={mode!r} unavailable ({type(err).__name__}: {err}); using eager"
+                log.warning(msg)
+                warnings.warn(msg, stacklevel=3)
+                _BATCH_CACHE[mode] = _chunk_functions("eager")
+        self._chunk = (mode, *self._row_args)
+        self.batch_mode = mode
+
+    def _chunk_call(self, which: int, *args):
+        """Call the block mode's task (0) or blend (1); a compiler that fails (at the first call of a shape: no
+        C++ compiler, an inductor error) is reported once and replaced by the eager functions for the process
+        (the same arithmetic: the outputs differ by rounding only, see the module docstring)."""
+        mode = self._chunk[0]
+        try:
+            return _BATCH_CACHE[mode][which](*args)
+        except Exception as err:  # noqa: BLE001 - a missing compiler is not fatal: eager is the same arithmetic
+            if _BATCH_CACHE[mode] is _BATCH_CACHE.setdefault("eager", _chunk_functions("eager")):
+                raise
+            first = str(err).strip().splitlines()[:2]  # inductor's messages run over many lines
+            msg = f"fused block path: batch_mode={mode!r} failed ({type(err).__name__}: {' '.join(first)}); using eager"
+            log.warning(msg)
+            warnings.warn(msg, stacklevel=4)
+            _BATCH_CACHE[mode] = _BATCH_CACHE["eager"]
+            return _BATCH_CACHE[mode][which](*args)
+
+    def _chunk_rows(self, xi: torch.Tensor, xl: torch.Tensor, xw: torch.Tensor, out: torch.Tensor | None) -> tuple:
+        """One chunk by the block path: ``(y, alpha, key)`` as :meth:`_rows`; a chunk with a row that is not
+        finite takes :meth:`_blend` (its NaN and ``alpha = 1`` rows), as :meth:`_rows` does."""
+        _, task_args, blend_args = self._chunk
+        B = xi.shape[0]
+        y = xw.new_empty(B, self.n) if out is None else out
+        px, w, key = self._chunk_call(0, _to(xi, self.net_dtype), xw, *task_args, y)
+        ok = (key >= 0) & (key != math.inf)
+        n_ok = int(ok.sum())
+        if n_ok == B:
+            return y, y.new_zeros(B), key
+        if not bool(torch.isfinite(key).all()):
+            return (*self._blend(xl, xw, y, px, w, None, ok if n_ok else None, key), key)
+        alpha = self._chunk_call(1, y, px, w, ok, *blend_args)
+        return y, alpha, key
 
     def _one_row(self, xi: torch.Tensor, xw: torch.Tensor) -> tuple | None:
         """``(y, alpha, key)`` of one row by the batch-1 path, or None where the row is not finite (the general
@@ -558,6 +681,8 @@ class FusedProposed(nn.Module):
         """One chunk: ``(y, alpha, key)``, ``y`` in the working dtype (written into ``out`` when given); ``key``
         is not finite (NaN or inf) for rows whose ``y_TN`` or slacks are not finite (as the layer: a row sum is
         finite iff every entry is), else their smallest slack."""
+        if self._chunk is not None and xi.shape[0] > 1:
+            return self._chunk_rows(xi, xl, xw, out)
         u = self.task_coordinates(xi)
         w, px = self.affine_part(xw)
         y_tn = torch.addmm(px, u, self.N_T) if out is None else torch.addmm(px, u, self.N_T, out=out)

@@ -311,29 +311,32 @@ def test_misspelt_key_on_the_command_line_suggests_the_right_key_not_plus(tmp_pa
     assert "use +trainer.epoch" not in out.stderr and not (tmp_path / "cache").exists()
 
 
+def _override_errors_in_a_fresh_process(*argvs: list[str]) -> list[str]:
+    """``unknown_override_errors`` of each command line, one printed list per line, in a fresh process: the
+    module's Hydra initialisation (hydra_conf) would make the check compose nothing here."""
+    code = (
+        "from hardlinear.harness.overrides import unknown_override_errors as u; import json, sys; "
+        "[print(u(argv, sys.argv[1])) for argv in json.loads(sys.argv[2])]"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(CONF), json.dumps(argvs)], capture_output=True, text=True,
+                         timeout=120, check=True)
+    return out.stdout.strip().splitlines()
+
+
 def test_setting_a_mandatory_key_is_not_an_unknown_key():
     """problem=dcopf leaves problem.case as ??? in the composed config: setting it is the point, not a typo."""
-    # in a fresh process: the module's Hydra initialisation (hydra_conf) would make the check compose nothing
-    code = (
-        "from hardlinear.harness.overrides import unknown_override_errors as u; import sys; c = sys.argv[1]; "
-        "print(u(['problem=dcopf', 'problem.case=pglib_opf_case2000_goc', 'method=proposed'], c)); "
-        "print(u(['problem=dcopf', 'problem.cas=x'], c))"
+    ok, typo = _override_errors_in_a_fresh_process(
+        ["problem=dcopf", "problem.case=pglib_opf_case2000_goc", "method=proposed"], ["problem=dcopf", "problem.cas=x"]
     )
-    out = subprocess.run([sys.executable, "-c", code, str(CONF)], capture_output=True, text=True, timeout=120, check=True)
-    ok, typo = out.stdout.strip().splitlines()
     assert ok == "[]"
     assert "did you mean problem.case" in typo
 
 
 def test_a_key_only_another_option_of_the_group_has_names_that_option():
     """trainer.time_budget_s exists in trainer=budget_120s, not in the default trainer: the fix is that option."""
-    code = (
-        "from hardlinear.harness.overrides import unknown_override_errors as u; import sys; c = sys.argv[1]; "
-        "print(u(['problem=dc3_qp', 'trainer.time_budget_s=300'], c)); "
-        "print(u(['trainer=budget_120s', 'trainer.time_budget_s=300'], c))"
+    missing, ok = _override_errors_in_a_fresh_process(
+        ["problem=dc3_qp", "trainer.time_budget_s=300"], ["trainer=budget_120s", "trainer.time_budget_s=300"]
     )
-    out = subprocess.run([sys.executable, "-c", code, str(CONF)], capture_output=True, text=True, timeout=120, check=True)
-    missing, ok = out.stdout.strip().splitlines()
     assert "trainer=default has no such key; trainer=budget_120s sets it" in missing
     assert "trainer=budget_120s trainer.time_budget_s=300" in missing and "nothing reads" not in missing
     assert ok == "[]"

@@ -116,6 +116,8 @@ def evaluate_method(method: Method, problem, test: Dataset, ctx: Context, cfg: E
     alpha = pred.extras.get("alpha")
     out["test/alpha_one_frac"] = float((alpha >= 1.0).double().mean()) if alpha is not None else float("nan")
     out["test/out_of_domain"] = float(pred.extras.get("out_of_domain", torch.zeros(1)).sum())
+    if "refined" in pred.extras:  # proposed with refine_pick=objective: the share of rows that kept the refined output
+        out["test/refined_frac"] = float(pred.extras["refined"].double().mean())
     ms, _ = time_batch1(method, xi, cfg, ctx.device)
     out["test/time_ms"] = ms
     out["test/throughput"] = throughput(method, problem, ctx, cfg, ms)

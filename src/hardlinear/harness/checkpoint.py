@@ -297,12 +297,21 @@ class _Inference(torch.nn.Module):
         super().__init__()
         self.net, self.layer, self.layer_dtype = method.net, method.layer, method.layer_dtype
         self.refiner = getattr(method, "refiner", None)  # method.refine (issue 28): a fixed number of steps, traceable
+        self.pick_by_objective = self.refiner is not None and getattr(method, "refine_pick", "refined") == "objective"
+        self.objective = method.problem.objective if self.pick_by_objective else None
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         from hardlinear.layers.network import run_net
 
         xw, y_task = xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype)
-        return self.layer(xw, y_task if self.refiner is None else self.refiner(xw, y_task))
+        if self.refiner is None:
+            return self.layer(xw, y_task)
+        y_ref = self.layer(xw, self.refiner(xw, y_task))
+        if not self.pick_by_objective:
+            return y_ref
+        y_raw = self.layer(xw, y_task)  # refine_pick=objective: per row the lower objective (ties: the raw blend)
+        refined = self.objective(xw, y_ref) < self.objective(xw, y_raw)
+        return torch.where(refined.unsqueeze(1), y_ref, y_raw)
 
 
 EXPORT_RTOL = 1e-12

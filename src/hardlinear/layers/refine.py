@@ -31,8 +31,10 @@ only the refinement's residual, exactly.
   where the inequality rows on the free variables have full row rank. Its corrected rows sit on their bounds
   (no margin), so a float64 evaluation may read them ~1e-16 over (the rounding of the evaluation itself).
 
-Applicability: a constant equality matrix and constant inequality rows (``dr``; else :class:`NotApplicable`
-naming the reason).
+Applicability: ``dr`` on any family: with a constant ``G`` and ``H`` in the null-space coordinates above; with
+an input-dependent ``G(x)`` or ``H(x)`` (the portfolio) in the full space with a projector formed per input
+(:class:`InputDependentDouglasRachford`, ``n <= 512``). ``pinet`` and ``hardnet`` need constant rows (else
+:class:`NotApplicable` naming the reason).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily
+from hardlinear.constraints import ConstraintFamily, InputDependentFamily
 from hardlinear.errors import NotApplicable
 from hardlinear.layers.equality import Float64Constants
 from hardlinear.layers.peers.reduced import ReducedInequalities
@@ -112,6 +114,86 @@ class DouglasRachford(nn.Module):
         return red.lift_back(c, u)
 
 
+class InputDependentDouglasRachford(nn.Module):
+    """``refine=dr`` where ``G(x)`` or ``H(x)`` depends on the input (the portfolio): the same iteration as
+    :class:`DouglasRachford`, in the full space ``z = (y, t)`` with ``t = H_s(x) y`` (``H(x)``'s rows scaled to
+    unit norm), and the projector onto the lifted equalities ``{G(x) y = b(x), t = H_s(x) y}`` formed per input:
+    ``Pi_E(a, c)_y = P(x) (a + H_s' c) + q(x)`` with ``Q = I + H_s' H_s``, ``S = G Q^-1 G'``,
+    ``P = Q^-1 - Q^-1 G' S^+ G Q^-1``, ``q = Q^-1 G' S^+ b``. ``P`` is an ``(B, n, n)`` tensor built once a call
+    (no gradient: it depends on the input only), so this is for small ``n`` (:data:`MAX_N`); the iterations are
+    batched products. The output satisfies the equalities up to the rounding of ``P``; the blend after it
+    removes what remains.
+    """
+
+    MAX_N = 512
+    """Largest ``n`` accepted: ``P(x)`` takes ``B n^2`` floats (at batch 4096 and ``n = 512``, 8.6 GB)."""
+
+    def __init__(
+        self, family: ConstraintFamily, steps: int, eval_steps: int | None = None, sigma: float = 1.0,
+        omega: float = 1.7, margin: float = 1e-9,
+    ) -> None:
+        super().__init__()
+        if not isinstance(family, InputDependentFamily):
+            raise NotApplicable(f"the per-input projector needs G(x), H(x) as an InputDependentFamily; got {type(family).__name__}")
+        if family.n > self.MAX_N:
+            raise NotApplicable(
+                f"refine=dr with an input-dependent G(x) or H(x) forms an n x n projector per input; n = {family.n} "
+                f"> {self.MAX_N} would not fit a batch in memory"
+            )
+        if steps < 1 or (eval_steps is not None and eval_steps < 1):
+            raise ValueError(f"refine_steps must be >= 1; got {steps} (eval {eval_steps})")
+        if not sigma > 0 or not 0 < omega < 2 or not margin >= 0:
+            raise ValueError(f"Douglas-Rachford needs sigma > 0, 0 < omega < 2, margin >= 0; got {sigma}, {omega}, {margin}")
+        self.family = family
+        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
+        self.sigma, self.omega, self.margin = float(sigma), float(omega), float(margin)
+
+    def extra_repr(self) -> str:
+        return f"steps={self.steps}, eval_steps={self.eval_steps}, sigma={self.sigma}, omega={self.omega}, per-input projector"
+
+    def _projector(self, xi: torch.Tensor, like: torch.Tensor):
+        """``P (B, n, n)``, ``q (B, n)``, ``H_s (B, m, n)``, the scaled bound ``(B, m)``; float64, no gradient."""
+        family, x = self.family, xi.detach().to(torch.float64)
+        with torch.no_grad():
+            H = family.ineq_lhs(x)
+            scale = 1.0 / H.norm(dim=2).clamp_min(1e-300)
+            scale = torch.where(H.norm(dim=2) > 0, scale, torch.zeros_like(scale))
+            Hs = H * scale.unsqueeze(2)
+            bound = family.ineq_rhs(x) * scale
+            bound = bound - self.margin * (1.0 + bound.abs())
+            eye = torch.eye(family.n, dtype=torch.float64, device=x.device)
+            Q_inv = torch.linalg.inv(eye + Hs.transpose(1, 2) @ Hs)
+            if family.m_eq:
+                G = family.eq_lhs(x)
+                QG = Q_inv @ G.transpose(1, 2)  # (B, n, m_eq)
+                S_pinv = torch.linalg.pinv(G @ QG, hermitian=True)
+                P = Q_inv - QG @ S_pinv @ QG.transpose(1, 2)
+                q = (QG @ (S_pinv @ family.eq_rhs(x).unsqueeze(2))).squeeze(2)
+            else:
+                P, q = Q_inv, torch.zeros(len(x), family.n, dtype=torch.float64, device=x.device)
+            P = 0.5 * (P + P.transpose(1, 2))
+        dt = like.dtype
+        return P.to(dt), q.to(dt), Hs.to(dt), bound.to(dt)
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        P, q, Hs, bound = self._projector(xi, y)
+
+        def project(wy: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:  # Pi_E(w)_y
+            r = wy + torch.einsum("bmn,bm->bn", Hs, wt)
+            return torch.einsum("bnj,bj->bn", P, r) + q
+
+        a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
+        wy, wt = y, torch.einsum("bmn,bn->bm", Hs, y)
+        for _ in range(self.steps if self.training else self.eval_steps):
+            zy = project(wy, wt)
+            zt = torch.einsum("bmn,bn->bm", Hs, zy)
+            py = a * y + b * (2.0 * zy - wy)
+            pt = torch.minimum(2.0 * zt - wt, bound)
+            wy = wy + self.omega * (py - zy)
+            wt = wt + self.omega * (pt - zt)
+        return project(wy, wt)
+
+
 class PinetRefinement(nn.Module):
     """``forward(xi, y) -> (B, n)``: ``steps`` (``eval_steps`` in eval mode) iterations of Pinet's DR projection."""
 
@@ -171,6 +253,8 @@ def build_refinement(
     if kind == "none":
         return None
     if kind == "dr":
+        if family.input_dependent_lhs:
+            return InputDependentDouglasRachford(family, steps, eval_steps, sigma, omega)
         return DouglasRachford(family, steps, eval_steps, sigma, omega)
     if kind == "pinet":
         return PinetRefinement(family, steps, eval_steps, sigma, omega)

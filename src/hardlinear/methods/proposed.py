@@ -25,6 +25,15 @@ exactly feasible, so the guarantee is the layer's whatever the refinement does (
 ``alpha`` is left only the refinement's residual. Where a refinement does not apply (an input-dependent ``G`` or
 ``H``; HardNet's rank condition) ``setup`` raises NotApplicable. The fused path does not include a refinement:
 ``fuse`` refuses it, naming the reason, and ``predict`` runs the network, the refinement and the layer.
+
+``refine_pick`` (with a refinement): ``refined`` (the output is the blend of the refined task output) or
+``objective`` (both the blend of the raw task output and that of the refined one are computed, each exactly
+feasible, and each row keeps the one with the lower objective; in training too, so the loss is the smaller of
+the two). Why: a refinement that has not converged can land anywhere on its way to the projection (on DC-OPF
+10 Douglas-Rachford steps gave a 0.62 % gap, 20 gave 1.76 %, the raw blend 0.17 %, same weights), and the
+objective is exactly what decides which of two feasible points is better. Per row the picked output is never
+worse than the paper's blend of the same network output; ``extras["refined"]`` says which rows took the
+refined one. It costs the blend twice.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from hardlinear.methods.ldr import check_device_option, check_rule_options, load
 from hardlinear.rules.checks import output_dtype_for
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
+REFINE_PICKS = ("refined", "objective")
 
 
 class Proposed(Method):
@@ -62,6 +72,7 @@ class Proposed(Method):
         refine_eval_steps: int | None = None,
         refine_sigma: float = 0.3,
         refine_omega: float = 1.7,
+        refine_pick: str = "refined",
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -75,6 +86,14 @@ class Proposed(Method):
                 f"method.refine_sigma must be > 0 and refine_omega in (0, 2) (Douglas-Rachford); got {refine_sigma}, "
                 f"{refine_omega}"
             )
+        if refine_pick not in REFINE_PICKS:
+            raise ValueError(f"method.refine_pick must be one of {REFINE_PICKS}; got {refine_pick!r}")
+        if refine_pick != "refined" and refine == "none":
+            raise ValueError(
+                f"method.refine_pick={refine_pick} chooses between the raw and the refined output; set method.refine "
+                f"(e.g. method.refine=dr) or leave refine_pick at 'refined'"
+            )
+        self.refine_pick = refine_pick
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
         self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
         self.refiner = None
@@ -88,6 +107,7 @@ class Proposed(Method):
         self.t_star = float("nan")
         self._projection = None
         self._fused: tuple | None = None  # (weights key, tensors, module): a cache, not a submodule
+        self._picked: dict[str, torch.Tensor] | None = None  # refine_pick=objective: the last call's choice
 
     def setup(self, problem, ctx: Context) -> float:
         from hardlinear.layers.feasibility import FeasibilityLayer
@@ -116,9 +136,24 @@ class Proposed(Method):
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
-        if self.refiner is not None:
-            y_task = self.refiner(xw, y_task)
-        return self.layer(xw, y_task)
+        self._picked = None
+        if self.refiner is None:
+            return self.layer(xw, y_task)
+        if self.refine_pick == "refined":
+            return self.layer(xw, self.refiner(xw, y_task))
+        y_raw = self.layer(xw, y_task)
+        alpha_raw = self.layer.last_stats["alpha"]
+        y_ref = self.layer(xw, self.refiner(xw, y_task))
+        return self._pick(xw, y_raw, alpha_raw, y_ref)
+
+    def _pick(self, xw: torch.Tensor, y_raw: torch.Tensor, alpha_raw: torch.Tensor, y_ref: torch.Tensor) -> torch.Tensor:
+        """Per row, the feasible output with the lower objective (ties: the raw blend, the paper's output)."""
+        with torch.no_grad():
+            f_raw, f_ref = self.problem.objective(xw, y_raw), self.problem.objective(xw, y_ref)
+            refined = f_ref < f_raw  # a NaN objective (never for a finite feasible output) keeps the raw row
+            alpha = torch.where(refined, self.layer.last_stats["alpha"], alpha_raw)
+        self._picked = {"refined": refined, "alpha": alpha}
+        return torch.where(refined.unsqueeze(1), y_ref, y_raw)
 
     def regress(self, xi: torch.Tensor) -> torch.Tensor:
         return run_net(self.net, xi)
@@ -176,6 +211,8 @@ class Proposed(Method):
         else:
             y = self(xi)
             stats = self.layer.last_stats
+        if self._picked is not None:  # refine_pick=objective (run by forward, also behind the fused path's refusal)
+            stats, keys = {**stats, **self._picked}, (*keys, "refined")
         extras = {k: stats[k] for k in keys if k in stats}
         if self.out_of_domain == "project" and bool(stats["out_of_domain"].any()):
             y = self._project_rows(xi, y, stats["out_of_domain"])
@@ -207,5 +244,7 @@ class Proposed(Method):
             parts.append(f"refine={self.refine}({steps} steps, sigma={self.refine_sigma:g})")
         elif self.refine != "none":
             parts.append(f"refine={self.refine}")
+        if self.refine_pick != "refined":
+            parts.append(f"pick={self.refine_pick}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
         return {"variant": " ".join(p for p in parts if p)}

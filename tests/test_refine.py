@@ -132,14 +132,14 @@ def test_fused_path_refuses_the_refinement_and_predict_runs_it(small_qp, tmp_pat
 
 
 def test_pick_by_objective_keeps_the_better_feasible_output_per_row(small_qp, tmp_path):
-    """refine_pick=objective: each row is the raw blend or the refined blend of the same network output, whichever
-    has the lower objective (never worse than either), exactly feasible for hostile outputs too; ``refined``
-    says which; the trace that ``export`` writes computes the same."""
+    """refine_pick=objective: each row is the raw blend or a refined blend (the DR iterate after the training
+    steps, or after the eval steps) of the same network output, whichever has the lowest objective (never worse
+    than any), exactly feasible for hostile outputs too; ``refined`` says which; ``export``'s trace agrees."""
     from hardlinear.harness.checkpoint import _Inference
 
     family = small_qp.family
     xi = torch.as_tensor(small_qp.given_inputs["test"], dtype=torch.float64)
-    method = _method(small_qp, tmp_path, refine="dr", refine_steps=3, refine_pick="objective").eval()
+    method = _method(small_qp, tmp_path, refine="dr", refine_steps=3, refine_eval_steps=8, refine_pick="objective").eval()
     net = method.net
     for kind in ("plain", "random", "scaled", "inf", "nan"):
         method.net = net if kind == "plain" else _Hostile(net, kind)
@@ -148,10 +148,12 @@ def test_pick_by_objective_keeps_the_better_feasible_output_per_row(small_qp, tm
             pred = method.predict(xi)
         with torch.no_grad():
             y_task = method.net(xi.float()).double()
-            y_raw = method.layer(xi, y_task)
-            y_ref = method.layer(xi, method.refiner(xi, y_task))
+            f_raw = small_qp.objective(xi, method.layer(xi, y_task))
+            snaps = method.refiner.snapshots(xi, y_task)  # after 3 steps (as trained) and after 8 (eval_steps)
+            assert len(snaps) == 2 and torch.allclose(snaps[1], method.refiner(xi, y_task), rtol=0, atol=0, equal_nan=True)
+            f_snaps = [small_qp.objective(xi, method.layer(xi, s)) for s in snaps]
         f = small_qp.objective(xi, pred.y)
-        f_raw, f_ref = small_qp.objective(xi, y_raw), small_qp.objective(xi, y_ref)
+        f_ref = torch.minimum(*f_snaps)
         assert torch.equal(f, torch.minimum(f_raw, f_ref)), kind
         assert torch.equal(pred.extras["refined"], f_ref < f_raw), kind
         assert torch.isfinite(pred.y).all() and (family.ineq_resid(xi, pred.y) <= 0).all(), kind

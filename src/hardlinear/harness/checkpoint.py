@@ -306,12 +306,19 @@ class _Inference(torch.nn.Module):
         xw, y_task = xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype)
         if self.refiner is None:
             return self.layer(xw, y_task)
-        y_ref = self.layer(xw, self.refiner(xw, y_task))
         if not self.pick_by_objective:
-            return y_ref
-        y_raw = self.layer(xw, y_task)  # refine_pick=objective: per row the lower objective (ties: the raw blend)
-        refined = self.objective(xw, y_ref) < self.objective(xw, y_raw)
-        return torch.where(refined.unsqueeze(1), y_ref, y_raw)
+            return self.layer(xw, self.refiner(xw, y_task))
+        # refine_pick=objective: per row the lowest objective over the raw blend and the snapshots' (ties: earlier)
+        y = self.layer(xw, y_task)
+        best = self.objective(xw, y)
+        snapshots = self.refiner.snapshots(xw, y_task) if hasattr(self.refiner, "snapshots") else [self.refiner(xw, y_task)]
+        for y_snap in snapshots:
+            y_ref = self.layer(xw, y_snap)
+            f = self.objective(xw, y_ref)
+            better = f < best
+            best = torch.where(better, f, best)
+            y = torch.where(better.unsqueeze(1), y_ref, y)
+        return y
 
 
 EXPORT_RTOL = 1e-12

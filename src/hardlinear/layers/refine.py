@@ -94,6 +94,11 @@ class DouglasRachford(nn.Module):
         return f"steps={self.steps}, eval_steps={self.eval_steps}, sigma={self.sigma}, omega={self.omega}"
 
     def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.snapshots(xi, y)[-1]
+
+    def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        """The outputs after ``steps`` iterations and, in eval mode when ``eval_steps`` differs, after ``eval_steps``
+        (one run of the iteration; the last is ``forward``'s). ``refine_pick=objective`` chooses among them."""
         red = self.reduced
         c = red.particular(xi, y)
         (N,) = red.consts.get(("N",), y)
@@ -103,15 +108,25 @@ class DouglasRachford(nn.Module):
         u_raw = (y - c) @ N
         a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
         wu, wt = u_raw, u_raw @ Ms.T
-        for _ in range(self.steps if self.training else self.eval_steps):
+        marks, out = _marks(self), []
+        for k in range(1, marks[-1] + 1):
             zu = wu @ K + wt @ MsK  # Pi_E(w): u-part (K symmetric)
             zt = zu @ Ms.T
             pu = a * u_raw + b * (2.0 * zu - wu)
             pt = torch.minimum(2.0 * zt - wt, bound)
             wu = wu + self.omega * (pu - zu)
             wt = wt + self.omega * (pt - zt)
-        u = wu @ K + wt @ MsK
-        return red.lift_back(c, u)
+            if k in marks:
+                out.append(red.lift_back(c, wu @ K + wt @ MsK))
+        return out
+
+
+def _marks(module: nn.Module) -> list[int]:
+    """Step counts whose iterate a DR refinement returns: ``steps`` in training; in eval mode ``eval_steps``,
+    preceded by ``steps`` when fewer (the output the network was trained on)."""
+    if module.training or module.eval_steps == module.steps:
+        return [module.steps if module.training else module.eval_steps]
+    return sorted({module.steps, module.eval_steps})
 
 
 class InputDependentDouglasRachford(nn.Module):
@@ -176,6 +191,10 @@ class InputDependentDouglasRachford(nn.Module):
         return P.to(dt), q.to(dt), Hs.to(dt), bound.to(dt)
 
     def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.snapshots(xi, y)[-1]
+
+    def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        """As :meth:`DouglasRachford.snapshots`."""
         P, q, Hs, bound = self._projector(xi, y)
 
         def project(wy: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:  # Pi_E(w)_y
@@ -184,14 +203,17 @@ class InputDependentDouglasRachford(nn.Module):
 
         a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
         wy, wt = y, torch.einsum("bmn,bn->bm", Hs, y)
-        for _ in range(self.steps if self.training else self.eval_steps):
+        marks, out = _marks(self), []
+        for k in range(1, marks[-1] + 1):
             zy = project(wy, wt)
             zt = torch.einsum("bmn,bn->bm", Hs, zy)
             py = a * y + b * (2.0 * zy - wy)
             pt = torch.minimum(2.0 * zt - wt, bound)
             wy = wy + self.omega * (py - zy)
             wt = wt + self.omega * (pt - zt)
-        return project(wy, wt)
+            if k in marks:
+                out.append(project(wy, wt))
+        return out
 
 
 class PinetRefinement(nn.Module):

@@ -164,24 +164,6 @@ def test_pick_by_objective_keeps_the_better_feasible_output_per_row(small_qp, tm
         assert torch.equal(_Inference(method)(xi), method(xi))
 
 
-def test_pick_by_objective_trains_on_the_smaller_loss(small_qp, tmp_path):
-    """In training the output is the per-row pick too, so the loss is the mean of the smaller objective and its
-    gradient reaches the network through whichever output each row kept."""
-    method = _method(small_qp, tmp_path, refine="dr", refine_steps=3, refine_pick="objective").train()
-    xi = torch.as_tensor(small_qp.given_inputs["train"][:128], dtype=torch.float64)
-    opt = torch.optim.Adam(method.net.parameters(), lr=1e-2)
-    losses = []
-    for _ in range(15):
-        y = method(xi)
-        loss = method.loss(xi, y)
-        opt.zero_grad()
-        loss.backward()
-        assert all(torch.isfinite(p.grad).all() for p in method.net.parameters() if p.grad is not None)
-        opt.step()
-        losses.append(float(loss))
-    assert losses[-1] < losses[0] - 0.05 * abs(losses[0])
-
-
 @pytest.mark.parametrize("form", ["standard", "inequality"])
 def test_dr_with_input_dependent_rows_converges_to_the_exact_projection(form):
     """The portfolio's G(x) and H(x): refine=dr forms the lifted projector per input; many steps give Clarabel's
@@ -211,11 +193,12 @@ def test_refinement_not_applicable_where_g_depends_on_the_input(tmp_path):
         build_refinement("pinet", portfolio.family, 5)
 
 
-@pytest.mark.parametrize("refine", ["dr", "pinet"])
-def test_refined_proposed_trains_end_to_end(small_qp, tmp_path, refine):
+@pytest.mark.parametrize("refine, pick", [("dr", "refined"), ("pinet", "refined"), ("dr", "objective")])
+def test_refined_proposed_trains_end_to_end(small_qp, tmp_path, refine, pick):
     """The gradient flows through the DR steps (unrolled, or Pinet's implicit backward) and the blend: Adam on
-    the objective lowers it."""
-    method = _method(small_qp, tmp_path, refine=refine, refine_steps=10).train()
+    the objective lowers it. With refine_pick=objective the loss is the per-row smaller objective and the
+    gradient reaches the network through whichever output each row kept."""
+    method = _method(small_qp, tmp_path, refine=refine, refine_steps=10, refine_pick=pick).train()
     xi = torch.as_tensor(small_qp.given_inputs["train"][:128], dtype=torch.float64)
     opt = torch.optim.Adam(method.net.parameters(), lr=1e-2)
     losses = []

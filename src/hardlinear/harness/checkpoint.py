@@ -302,23 +302,14 @@ class _Inference(torch.nn.Module):
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         from hardlinear.layers.network import run_net
+        from hardlinear.layers.refine import pick_lowest_objective
 
         xw, y_task = xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype)
         if self.refiner is None:
             return self.layer(xw, y_task)
         if not self.pick_by_objective:
             return self.layer(xw, self.refiner(xw, y_task))
-        # refine_pick=objective: per row the lowest objective over the raw blend and the snapshots' (ties: earlier)
-        y = self.layer(xw, y_task)
-        best = self.objective(xw, y)
-        snapshots = self.refiner.snapshots(xw, y_task) if hasattr(self.refiner, "snapshots") else [self.refiner(xw, y_task)]
-        for y_snap in snapshots:
-            y_ref = self.layer(xw, y_snap)
-            f = self.objective(xw, y_ref)
-            better = f < best
-            best = torch.where(better, f, best)
-            y = torch.where(better.unsqueeze(1), y_ref, y)
-        return y
+        return pick_lowest_objective(self.layer, self.objective, xw, y_task, self.refiner)[0]
 
 
 EXPORT_RTOL = 1e-12

@@ -281,3 +281,27 @@ def build_refinement(
     if kind == "pinet":
         return PinetRefinement(family, steps, eval_steps, sigma, omega)
     return HardNetRefinement(family)
+
+
+def pick_lowest_objective(
+    layer: nn.Module, objective, xw: torch.Tensor, y_task: torch.Tensor, refiner: nn.Module
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``refine_pick=objective``: per row, of the blend of the raw task output and the blends of the refiner's
+    snapshots (each exactly feasible), the one with the lowest ``objective(xw, y)``; ties keep the earlier (the
+    raw blend first), and so does a NaN objective. Returns ``(y, refined (B,) bool, alpha (B,))``; the gradient
+    flows through the kept output of each row."""
+    snapshots = refiner.snapshots(xw, y_task) if hasattr(refiner, "snapshots") else [refiner(xw, y_task)]
+    y = layer(xw, y_task)
+    with torch.no_grad():
+        best, alpha = objective(xw, y), layer.last_stats["alpha"]
+        refined = torch.zeros_like(best, dtype=torch.bool)
+    for y_snap in snapshots:
+        y_ref = layer(xw, y_snap)
+        with torch.no_grad():
+            f = objective(xw, y_ref)
+            better = f < best
+            best = torch.where(better, f, best)
+            alpha = torch.where(better, layer.last_stats["alpha"], alpha)
+            refined = refined | better
+        y = torch.where(better.unsqueeze(1), y_ref, y)
+    return y, refined, alpha

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from hardlinear.layers.network import run_net
-from hardlinear.layers.refine import REFINEMENTS
+from hardlinear.layers.refine import REFINEMENTS, pick_lowest_objective
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
 from hardlinear.rules.checks import output_dtype_for
@@ -142,20 +142,7 @@ class Proposed(Method):
             return self.layer(xw, y_task)
         if self.refine_pick == "refined":
             return self.layer(xw, self.refiner(xw, y_task))
-        snapshots = self.refiner.snapshots(xw, y_task) if hasattr(self.refiner, "snapshots") else [self.refiner(xw, y_task)]
-        y = self.layer(xw, y_task)
-        with torch.no_grad():
-            best, alpha = self.problem.objective(xw, y), self.layer.last_stats["alpha"]
-            refined = torch.zeros_like(best, dtype=torch.bool)
-        for y_snap in snapshots:  # per row the lower objective; ties keep the earlier (the raw blend first)
-            y_ref = self.layer(xw, y_snap)
-            with torch.no_grad():
-                f = self.problem.objective(xw, y_ref)
-                better = f < best  # a NaN objective (never for a finite feasible output) keeps the earlier row
-                best = torch.where(better, f, best)
-                alpha = torch.where(better, self.layer.last_stats["alpha"], alpha)
-                refined = refined | better
-            y = torch.where(better.unsqueeze(1), y_ref, y)
+        y, refined, alpha = pick_lowest_objective(self.layer, self.problem.objective, xw, y_task, self.refiner)
         self._picked = {"refined": refined, "alpha": alpha}
         return y
 

@@ -51,7 +51,58 @@ from hardlinear.layers.peers.reduced import ReducedInequalities
 REFINEMENTS = ("none", "dr", "pinet", "hardnet")
 
 
-class DouglasRachford(nn.Module):
+class _DouglasRachfordSteps(nn.Module):
+    """What the two ``refine=dr`` modules share: their options, ``forward`` (the last snapshot) and the iteration
+    itself (module docstring), written once over the coordinates each module supplies."""
+
+    def __init__(self, steps: int, eval_steps: int | None, sigma: float, omega: float, margin: float) -> None:
+        super().__init__()
+        if not margin >= 0:
+            raise ValueError(f"margin must be >= 0; got {margin}")
+        if steps < 1 or (eval_steps is not None and eval_steps < 1):
+            raise ValueError(f"refine_steps must be >= 1; got {steps} (eval {eval_steps})")
+        if not sigma > 0 or not 0 < omega < 2:
+            raise ValueError(f"Douglas-Rachford needs sigma > 0 and 0 < omega < 2; got sigma={sigma}, omega={omega}")
+        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
+        self.sigma, self.omega, self.margin = float(sigma), float(omega), float(margin)
+
+    def extra_repr(self) -> str:
+        return f"steps={self.steps}, eval_steps={self.eval_steps}, sigma={self.sigma}, omega={self.omega}"
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.snapshots(xi, y)[-1]
+
+    def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        """The outputs after ``steps`` iterations and, in eval mode when ``eval_steps`` is more, after ``eval_steps``
+        too (one run of the iteration; the last is ``forward``'s). ``refine_pick=objective`` chooses among them."""
+        raise NotImplementedError
+
+    def _marks(self) -> list[int]:
+        """Step counts whose iterate is returned: ``steps`` in training; in eval mode ``eval_steps``, preceded by
+        ``steps`` when fewer (the output the network was trained on)."""
+        if self.training or self.eval_steps == self.steps:
+            return [self.steps if self.training else self.eval_steps]
+        return sorted({self.steps, self.eval_steps})
+
+    def _iterate(self, u_raw: torch.Tensor, rows, project, bound: torch.Tensor, finish) -> list[torch.Tensor]:
+        """DR from ``w_0 = (u_raw, rows(u_raw))``: ``project(wu, wt)`` is ``Pi_E(w)``'s ``u``-part, ``rows(u)`` the
+        lifted ``t = M u``, ``bound`` the box on ``t``; ``finish(u)`` maps ``Pi_E(w_k)_u`` to the output."""
+        a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
+        wu, wt = u_raw, rows(u_raw)
+        marks, out = self._marks(), []
+        for k in range(1, marks[-1] + 1):
+            zu = project(wu, wt)
+            zt = rows(zu)
+            pu = a * u_raw + b * (2.0 * zu - wu)
+            pt = torch.minimum(2.0 * zt - wt, bound)
+            wu = wu + self.omega * (pu - zu)
+            wt = wt + self.omega * (pt - zt)
+            if k in marks:
+                out.append(finish(project(wu, wt)))
+        return out
+
+
+class DouglasRachford(_DouglasRachfordSteps):
     """``forward(xi: (B, k), y: (B, n)) -> (B, n)``: ``steps`` DR iterations towards the projection of ``y`` onto
     ``C(x)`` (module docstring), satisfying the equalities up to rounding, the inequalities approximately.
 
@@ -66,22 +117,13 @@ class DouglasRachford(nn.Module):
         self, family: ConstraintFamily, steps: int, eval_steps: int | None = None, sigma: float = 1.0,
         omega: float = 1.7, margin: float = 1e-9,
     ) -> None:
-        super().__init__()
-        if not margin >= 0:
-            raise ValueError(f"margin must be >= 0; got {margin}")
-        self.margin = float(margin)
-        if steps < 1 or (eval_steps is not None and eval_steps < 1):
-            raise ValueError(f"refine_steps must be >= 1; got {steps} (eval {eval_steps})")
-        if not sigma > 0 or not 0 < omega < 2:
-            raise ValueError(f"Douglas-Rachford needs sigma > 0 and 0 < omega < 2; got sigma={sigma}, omega={omega}")
+        super().__init__(steps, eval_steps, sigma, omega, margin)
         self.reduced = ReducedInequalities(family, "refine=dr")
         if self.reduced.input_dependent:
             raise NotApplicable(
                 "refine=dr needs constant inequality rows: with H(x) the lifted subspace {t = H(x) N u} and its "
-                "projector change with every input"
+                "projector change with every input (InputDependentDouglasRachford forms it per input)"
             )
-        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
-        self.sigma, self.omega = float(sigma), float(omega)
         M = self.reduced.consts.M.numpy()
         norms = np.linalg.norm(M, axis=1)
         scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
@@ -90,46 +132,20 @@ class DouglasRachford(nn.Module):
         K = 0.5 * (K + K.T)
         self.consts = Float64Constants(Ms=Ms, row_scale=scale, K=K, MsK=Ms @ K)
 
-    def extra_repr(self) -> str:
-        return f"steps={self.steps}, eval_steps={self.eval_steps}, sigma={self.sigma}, omega={self.omega}"
-
-    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.snapshots(xi, y)[-1]
-
     def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
-        """The outputs after ``steps`` iterations and, in eval mode when ``eval_steps`` differs, after ``eval_steps``
-        (one run of the iteration; the last is ``forward``'s). ``refine_pick=objective`` chooses among them."""
         red = self.reduced
         c = red.particular(xi, y)
         (N,) = red.consts.get(("N",), y)
         Ms, row_scale, K, MsK = self.consts.get(("Ms", "row_scale", "K", "MsK"), y)
         bound = red.slack(xi, c) * row_scale  # s(x) in the scaled rows: t <= bound
         bound = bound - self.margin * (1.0 + bound.abs())
-        u_raw = (y - c) @ N
-        a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
-        wu, wt = u_raw, u_raw @ Ms.T
-        marks, out = _marks(self), []
-        for k in range(1, marks[-1] + 1):
-            zu = wu @ K + wt @ MsK  # Pi_E(w): u-part (K symmetric)
-            zt = zu @ Ms.T
-            pu = a * u_raw + b * (2.0 * zu - wu)
-            pt = torch.minimum(2.0 * zt - wt, bound)
-            wu = wu + self.omega * (pu - zu)
-            wt = wt + self.omega * (pt - zt)
-            if k in marks:
-                out.append(red.lift_back(c, wu @ K + wt @ MsK))
-        return out
+        return self._iterate(
+            (y - c) @ N, lambda u: u @ Ms.T, lambda wu, wt: wu @ K + wt @ MsK,  # Pi_E(w)_u (K symmetric)
+            bound, lambda u: red.lift_back(c, u),
+        )
 
 
-def _marks(module: nn.Module) -> list[int]:
-    """Step counts whose iterate a DR refinement returns: ``steps`` in training; in eval mode ``eval_steps``,
-    preceded by ``steps`` when fewer (the output the network was trained on)."""
-    if module.training or module.eval_steps == module.steps:
-        return [module.steps if module.training else module.eval_steps]
-    return sorted({module.steps, module.eval_steps})
-
-
-class InputDependentDouglasRachford(nn.Module):
+class InputDependentDouglasRachford(_DouglasRachfordSteps):
     """``refine=dr`` where ``G(x)`` or ``H(x)`` depends on the input (the portfolio): the same iteration as
     :class:`DouglasRachford`, in the full space ``z = (y, t)`` with ``t = H_s(x) y`` (``H(x)``'s rows scaled to
     unit norm), and the projector onto the lifted equalities ``{G(x) y = b(x), t = H_s(x) y}`` formed per input:
@@ -147,7 +163,7 @@ class InputDependentDouglasRachford(nn.Module):
         self, family: ConstraintFamily, steps: int, eval_steps: int | None = None, sigma: float = 1.0,
         omega: float = 1.7, margin: float = 1e-9,
     ) -> None:
-        super().__init__()
+        super().__init__(steps, eval_steps, sigma, omega, margin)
         if not isinstance(family, InputDependentFamily):
             raise NotApplicable(f"the per-input projector needs G(x), H(x) as an InputDependentFamily; got {type(family).__name__}")
         if family.n > self.MAX_N:
@@ -155,24 +171,18 @@ class InputDependentDouglasRachford(nn.Module):
                 f"refine=dr with an input-dependent G(x) or H(x) forms an n x n projector per input; n = {family.n} "
                 f"> {self.MAX_N} would not fit a batch in memory"
             )
-        if steps < 1 or (eval_steps is not None and eval_steps < 1):
-            raise ValueError(f"refine_steps must be >= 1; got {steps} (eval {eval_steps})")
-        if not sigma > 0 or not 0 < omega < 2 or not margin >= 0:
-            raise ValueError(f"Douglas-Rachford needs sigma > 0, 0 < omega < 2, margin >= 0; got {sigma}, {omega}, {margin}")
         self.family = family
-        self.steps, self.eval_steps = int(steps), int(eval_steps if eval_steps is not None else steps)
-        self.sigma, self.omega, self.margin = float(sigma), float(omega), float(margin)
 
     def extra_repr(self) -> str:
-        return f"steps={self.steps}, eval_steps={self.eval_steps}, sigma={self.sigma}, omega={self.omega}, per-input projector"
+        return super().extra_repr() + ", per-input projector"
 
     def _projector(self, xi: torch.Tensor, like: torch.Tensor):
         """``P (B, n, n)``, ``q (B, n)``, ``H_s (B, m, n)``, the scaled bound ``(B, m)``; float64, no gradient."""
         family, x = self.family, xi.detach().to(torch.float64)
         with torch.no_grad():
             H = family.ineq_lhs(x)
-            scale = 1.0 / H.norm(dim=2).clamp_min(1e-300)
-            scale = torch.where(H.norm(dim=2) > 0, scale, torch.zeros_like(scale))
+            norms = H.norm(dim=2)
+            scale = torch.where(norms > 0, 1.0 / norms, torch.zeros_like(norms))  # unit rows (zero rows stay zero)
             Hs = H * scale.unsqueeze(2)
             bound = family.ineq_rhs(x) * scale
             bound = bound - self.margin * (1.0 + bound.abs())
@@ -190,30 +200,16 @@ class InputDependentDouglasRachford(nn.Module):
         dt = like.dtype
         return P.to(dt), q.to(dt), Hs.to(dt), bound.to(dt)
 
-    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.snapshots(xi, y)[-1]
-
     def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
-        """As :meth:`DouglasRachford.snapshots`."""
         P, q, Hs, bound = self._projector(xi, y)
 
-        def project(wy: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:  # Pi_E(w)_y
-            r = wy + torch.einsum("bmn,bm->bn", Hs, wt)
-            return torch.einsum("bnj,bj->bn", P, r) + q
+        def rows(u: torch.Tensor) -> torch.Tensor:
+            return torch.einsum("bmn,bn->bm", Hs, u)
 
-        a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
-        wy, wt = y, torch.einsum("bmn,bn->bm", Hs, y)
-        marks, out = _marks(self), []
-        for k in range(1, marks[-1] + 1):
-            zy = project(wy, wt)
-            zt = torch.einsum("bmn,bn->bm", Hs, zy)
-            py = a * y + b * (2.0 * zy - wy)
-            pt = torch.minimum(2.0 * zt - wt, bound)
-            wy = wy + self.omega * (py - zy)
-            wt = wt + self.omega * (pt - zt)
-            if k in marks:
-                out.append(project(wy, wt))
-        return out
+        def project(wy: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:  # Pi_E(w)_y
+            return torch.einsum("bnj,bj->bn", P, wy + torch.einsum("bmn,bm->bn", Hs, wt)) + q
+
+        return self._iterate(y, rows, project, bound, lambda u: u)
 
 
 class PinetRefinement(nn.Module):

@@ -17,7 +17,8 @@ layer the fused path replaces). ``--row-modes`` / ``--batch-modes`` add ``propos
 
 Timing: from a freshly initialised network (``--checkpoint RUN_DIR``: the trained weights of a finished run
 instead, for its problem instance and method; a second checkpoint of the same problem and method, e.g. a refined
-and a plain ``proposed``, is a row ``proposed[checkpoint 2]`` of its own). Every row names its weights and the
+and a plain ``proposed``, is a row ``proposed[checkpoint 2]`` of its own; ``--keep-fresh proposed`` keeps the fresh
+``proposed`` row and names every checkpoint ``proposed[checkpoint N]``). Every row names its weights and the
 method's ``variant`` (as in the run records), so that a table can tell which run each timing belongs to. Batch 1: ``--instances`` test inputs passed one at a time through
 ``method.predict``; each timed; median and interquartile range. Batch B: ``--repeats`` calls on one batch of
 ``B`` fresh inputs; median, min and max. A batch whose call would exceed ``--call-budget`` seconds
@@ -89,6 +90,9 @@ def parser():
     p.add_argument("--call-budget", type=float, default=None, help="seconds: a larger call is skipped, with its estimate")
     p.add_argument("--checkpoint", nargs="*", default=[], help="run directories whose trained weights replace the "
                    "fresh network of their problem and method")  # fmt: skip
+    p.add_argument("--keep-fresh", nargs="*", default=[], metavar="METHOD",
+                   help="method configs whose fresh network is timed too: their checkpoints are rows "
+                   "METHOD[checkpoint N] beside it (a plain proposed without kept weights beside a refined run)")  # fmt: skip
     p.add_argument("--row-modes", nargs="*", default=["off", "eager", "script"],
                    help="also time proposed with each batch-1 path of the fused layer (layers/fused.py ROW_MODES: "
                    "off = the general path, eager, script = TorchScript, compile = torch.compile)")  # fmt: skip
@@ -252,21 +256,27 @@ def checkpoint_index(run_dirs: list[str]) -> dict:
     return out
 
 
-def with_checkpoints(names: list[str], problem_name: str, checkpoints: dict) -> tuple[list[str], dict]:
+def with_checkpoints(
+    names: list[str], problem_name: str, checkpoints: dict, keep_fresh: Sequence[str] = ()
+) -> tuple[list[str], dict]:
     """Row names and the run dir each times: a method's first checkpoint replaces its fresh network (its row-mode
-    rows too); each further one is a row ``method[checkpoint N]`` of its own."""
+    rows too); each further one is a row ``method[checkpoint N]`` of its own. A method in ``keep_fresh`` keeps
+    its fresh row (and row-mode rows) and each of its checkpoints is a row ``method[checkpoint N]`` from N = 1:
+    a plain method whose trained weights were not kept is then timed fresh beside a refined run's weights."""
     out, dirs = list(names), {}
     for name in names:
         config = config_name(name)
         found = checkpoints.get((problem_name, config), [])
-        if not found or name in VARIANTS:
+        if not found or name in VARIANTS or (config in keep_fresh and name != config):
             continue
-        dirs[name] = found[0]
+        first = 1 if config in keep_fresh else 2
+        if first == 2:
+            dirs[name] = found[0]
         if name == config:
-            extra = [f"{name}[checkpoint {i}]" for i in range(2, len(found) + 1)]
+            extra = [f"{name}[checkpoint {i}]" for i in range(first, len(found) + 1)]
             at = out.index(name) + 1
             out[at:at] = extra
-            dirs.update(zip(extra, found[1:]))
+            dirs.update(zip(extra, found[first - 1 :]))
     return out, dirs
 
 
@@ -401,7 +411,7 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
         at = names.index("proposed") + 1
         names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes),
                         *(f"proposed[batch={m}]" for m in args.batch_modes)]
-    names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint))
+    names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint), args.keep_fresh)
     rows = []
     in_form = {problem.form: problem}  # the problem in each form a method needs (built once)
     for name in names:

@@ -90,6 +90,17 @@ def test_each_checkpoint_of_one_method_gets_a_row_of_its_own(bench):
     assert bench_methods.config_name("proposed[checkpoint 2]") == "proposed"
 
 
+def test_keep_fresh_times_the_fresh_network_beside_every_checkpoint(bench):
+    """--keep-fresh proposed: the fresh proposed row and its row-mode rows stay fresh (a plain run whose weights were
+    not kept is timed so), and each checkpoint, the first included, is a row of its own; other methods unchanged."""
+    bench_methods, _ = bench
+    names = ["mlp", "proposed", "proposed[unfused]", "proposed[row=off]", "gauge"]
+    checkpoints = {("dcopf_118", "proposed"): ["runs/refined"], ("dcopf_118", "gauge"): ["runs/gauge"]}
+    rows, dirs = bench_methods.with_checkpoints(names, "dcopf_118", checkpoints, keep_fresh=["proposed"])
+    assert rows == ["mlp", "proposed", "proposed[checkpoint 1]", "proposed[unfused]", "proposed[row=off]", "gauge"]
+    assert dirs == {"proposed[checkpoint 1]": "runs/refined", "gauge": "runs/gauge"}
+
+
 def tiny_problem():
     """n = 3 variables, one equality, two inequalities, k = 1 input: every floor below is countable by hand."""
     import numpy as np

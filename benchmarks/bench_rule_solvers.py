@@ -146,7 +146,7 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
                           "against_auto": against_auto, "min_budget_s": min_budget, "max_rss_mb": max_rss_mb,
                           "references": [str(r) for r in references]}
     record["environment"] = _environment()
-    reference_rows = [r for path in references for r in _load(path)["rows"]]
+    reference_rows = [{**r, "copied_from": _relative(path)} for path in references for r in _load(path)["rows"]]
     done = {(r["case"], r["solver"]) for r in record["rows"]}
     too_slow: dict[str, tuple[str, float, str]] = {}  # solver -> (case, size, why) where it first ran past a limit
     for r in record["rows"]:
@@ -171,7 +171,7 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
                 done.add((case, choice))
                 auto_row = _finished([row], case, choice)
             elif (case, choice) not in done:  # auto's solve from a reference JSON: copied, marked, not rerun
-                _append(record, {**auto_row, "copied_from": _source(auto_row, references)}, auto_row.get("budget_s", budget), out)
+                _append(record, dict(auto_row), auto_row.get("budget_s", budget), out)
                 done.add((case, choice))
             if auto_row is not None:
                 derived = min(budget, max(min_budget, against_auto * auto_row["solve_time_s"]))
@@ -203,7 +203,20 @@ def _hit_limit(row: dict, per_case_budgets: bool) -> bool:
 
 
 def _limit(row: dict, budget: float) -> str:
-    return f"{row['note'].split(' (')[0].removeprefix('> ')}" if row.get("memory_exceeded") else f"{row.get('budget_s', budget):g} s"
+    """What a row ran past, for the note of the larger cases it keeps its solver from."""
+    return f"{row['peak_rss_mb']:.0f} MB memory" if row.get("memory_exceeded") else f"{row.get('budget_s', budget):g} s"
+
+
+def _over_memory(row: dict) -> bool:
+    """Killed at the memory cap, or not started because it passed the cap on a smaller case."""
+    return bool(row.get("memory_exceeded")) or "MB memory on the smaller" in row.get("note", "")
+
+
+def _ran_autos_time(row: dict | None, auto_s: float) -> bool:
+    """Stopped without a result, but only after as long as auto's choice took, or by the memory cap."""
+    if row is None:
+        return False
+    return _over_memory(row) or (bool(row.get("timeout")) and "not run" not in row.get("note", "") and row["budget_s"] >= auto_s)
 
 
 def _candidates(features: dict) -> tuple[str, ...]:
@@ -226,11 +239,8 @@ def _finished(rows: list[dict], case: str, solver: str) -> dict | None:
     return hits[-1] if hits else None
 
 
-def _source(row: dict, references: list[Path]) -> str:
-    for path in references:
-        if row in _load(path)["rows"]:
-            return str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
-    return "?"
+def _relative(path: Path) -> str:
+    return str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
 
 
 def _append(record: dict, row: dict, budget: float, out: Path) -> None:
@@ -324,16 +334,13 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
         spread = (max(t_stars) - min(t_stars)) / max(abs(max(t_stars)), 1e-300) if len(t_stars) > 1 else None
         auto_s = measured.get(choice)
         others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
-        outlasted = auto_s is not None and bool(others) and all(
-            s in measured or (s in runs and (runs[s].get("memory_exceeded") or "MB memory on the smaller" in runs[s].get("note", "")))
-            or (s in runs and runs[s].get("timeout") and "not run" not in runs[s].get("note", "") and runs[s]["budget_s"] >= auto_s)
-            for s in others)
+        outlasted = auto_s is not None and bool(others) and all(s in measured or _ran_autos_time(runs.get(s), auto_s) for s in others)
         out.append({
             "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
             "t_star_rel_spread": spread, "t_star_agree": spread is None or spread <= T_STAR_RTOL, "no_rule": no_rule,
             "measured": sorted(measured), "others_ran_its_time": outlasted,
-            "over_memory": sorted(s for s, r in runs.items() if r.get("memory_exceeded") or "MB memory on the smaller" in r.get("note", "")),
+            "over_memory": sorted(s for s, r in runs.items() if _over_memory(r)),
         })
     return sorted(out, key=lambda e: _buses(e["case"]))
 
@@ -351,7 +358,7 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
                 cells.append("-")
             elif r.get("memory_exceeded"):
                 cells.append(f"> {r['peak_rss_mb']:.0f} MB at {r['killed_after_s']:.1f} s")
-            elif "MB memory on the smaller" in r.get("note", ""):
+            elif _over_memory(r):
                 cells.append("not run (memory)")
             elif r.get("timeout"):
                 budget = f"{r['budget_s']:.0f}" if r["budget_s"] >= 10 else f"{r['budget_s']:.2g}"
@@ -375,11 +382,11 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
             f"| {e['case'].removeprefix('pglib_opf_')} | {f['m_ineq']} | {f['k']} | {f['null_dim']} | " + " | ".join(cells)
             + f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |"
         )
-    featured = {r["case"] for r in _rows(records)}
-    for case, error in sorted(_unbuilt(records).items(), key=lambda kv: _buses(kv[0])):
+    featured, unbuilt = {r["case"] for r in _rows(records)}, _unbuilt(records)
+    for case, error in sorted(unbuilt.items(), key=lambda kv: _buses(kv[0])):
         if case not in featured:
             lines.append(f"\n{case.removeprefix('pglib_opf_')}: no row, the problem does not build: {error}")
-    missing = [c for c in expected if c not in featured and c not in _unbuilt(records)]
+    missing = [c for c in expected if c not in featured and c not in unbuilt]
     if missing:
         lines.append(f"\nNo row (no solve recorded in these JSONs): {', '.join(c.removeprefix('pglib_opf_') for c in missing)}")
     return "\n".join(lines)

@@ -38,17 +38,20 @@ def test_the_constants_are_the_fit_of_the_committed_measurements():
             assert a + b * math.log10(bound["size"]) >= math.log10(bound["seconds"]) - 1e-9
 
 
-@pytest.mark.parametrize("data", [DATA, QUIET], ids=["fit-data", "quiet-sweep"])
-def test_auto_is_within_2x_of_the_fastest_measured_wherever_its_choice_was_measured(data):
+@pytest.mark.parametrize(
+    ("data", "misses"),
+    # the quiet sweep's one miss, named: case39_epri, sparse 0.38 s against reduced 0.19 s in one draw (1.2-1.9x in
+    # three repeats, results/bench/rule_solvers_repeats/; benchmarks/README.md says so)
+    [(DATA, set()), (QUIET, {"pglib_opf_case39_epri"})],
+    ids=["fit-data", "quiet-sweep"],
+)
+def test_auto_is_within_2x_of_the_fastest_measured_wherever_its_choice_was_measured(data, misses):
     """On the fit data, and on the quiet machine's sweep that the model never saw (issue 31's second pass)."""
     table = _bench().case_table([json.loads(p.read_text()) for p in data])
     measured = [e for e in table if e["auto_over_fastest"] is not None]
     assert len(measured) >= 10
-    # past 2x only where the whole difference is under a quarter second (case39_epri on the quiet sweep: 0.38 s
-    # against 0.19 s in one draw; 1.2-1.9x in three repeats, results/bench/rule_solvers_repeats/)
-    slow = {e["case"]: round(e["auto_over_fastest"], 2) for e in measured
-            if e["auto_over_fastest"] > 2.0 and e["auto_s"] - e["auto_s"] / e["auto_over_fastest"] > 0.25}
-    assert not slow, slow
+    slow = {e["case"]: round(e["auto_over_fastest"], 2) for e in measured if e["auto_over_fastest"] > 2.0}
+    assert set(slow) == misses, slow
     # and t* agrees across the solvers that finished, case by case
     assert all(e["t_star_agree"] for e in table), [(e["case"], e["t_star_rel_spread"]) for e in table if not e["t_star_agree"]]
 

@@ -165,7 +165,14 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
             choice = _auto_choice(features)
             order = [choice] + [s for s in solvers if s != choice]
             auto_row = _finished(record["rows"], case, choice) or _finished(reference_rows, case, choice)
-            if auto_row is None:
+            # auto's choice already stopped at the full budget (or the memory cap): its outcome, not rerun; the
+            # others then keep the full budget, since auto has no time to be within a factor of
+            stopped = None if auto_row else _stopped(record["rows"], case, choice, budget) or _stopped(reference_rows, case, choice, budget)
+            if stopped is not None:
+                if (case, choice) not in done:
+                    _append(record, dict(stopped), stopped.get("budget_s", budget), out)
+                    done.add((case, choice))
+            elif auto_row is None:
                 row = run_child(case, choice, uncertainty, budget, log_dir, max_rss_mb)
                 _append(record, row, budget, out)
                 done.add((case, choice))
@@ -236,6 +243,13 @@ def _auto_choice(features: dict) -> str:
 def _finished(rows: list[dict], case: str, solver: str) -> dict | None:
     """The last row of ``(case, solver)`` that finished with a time, if any."""
     hits = [r for r in rows if r["case"] == case and r["solver"] == solver and r.get("solve_time_s") and not r.get("timeout")]
+    return hits[-1] if hits else None
+
+
+def _stopped(rows: list[dict], case: str, solver: str, budget: float) -> dict | None:
+    """The last row of ``(case, solver)`` that ran its whole ``budget`` (or to the memory cap) without a result."""
+    hits = [r for r in rows if r["case"] == case and r["solver"] == solver and not r.get("solve_time_s")
+            and (r.get("memory_exceeded") or (r.get("timeout") and "not run" not in r.get("note", "") and r.get("budget_s", 0) >= budget))]
     return hits[-1] if hits else None
 
 
@@ -335,12 +349,16 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
         auto_s = measured.get(choice)
         others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
         outlasted = auto_s is not None and bool(others) and all(s in measured or _ran_autos_time(runs.get(s), auto_s) for s in others)
+        # auto's choice ran its whole budget (or to the memory cap) without a result: a miss wherever another finished
+        auto_run = runs.get(choice)
+        auto_stopped = auto_s is None and auto_run is not None and _stopped([auto_run], case, choice, 0.0) is not None
         out.append({
             "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
             "t_star_rel_spread": spread, "t_star_agree": spread is None or spread <= T_STAR_RTOL, "no_rule": no_rule,
             "measured": sorted(measured), "others_ran_its_time": outlasted,
             "over_memory": sorted(s for s, r in runs.items() if _over_memory(r)),
+            "auto_stopped": auto_stopped, "auto_missed": auto_stopped and fastest is not None,
         })
     return sorted(out, key=lambda e: _buses(e["case"]))
 
@@ -372,6 +390,11 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
         t = e["solvers"].get(e["fastest"], {}).get("t_star") if e["fastest"] else None
         ratio = e["auto_over_fastest"]
         auto_cell = f"{ratio:.2f}" if ratio is not None else ("not measured (> budget)" if e["auto"] in e["solvers"] else "not run")
+        if e["auto_stopped"]:
+            memory = f"; memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
+            stop = _limit(e["solvers"][e["auto"]], 0.0)
+            auto_cell = (f"miss: ran past {stop}, {e['fastest']} finished" if e["auto_missed"]
+                         else f"none finished (auto's choice ran past {stop}{memory})")
         if ratio is not None and len(e["measured"]) == 1:
             memory = f"; memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
             auto_cell += f" (the others ran its time{memory})" if e["others_ran_its_time"] else " (the only one to finish)"

@@ -87,3 +87,31 @@ def test_a_case_that_does_not_build_is_recorded_and_a_case_never_run_is_named(be
                                  expected=[CASE, "pglib_opf_case1803_snem", "pglib_opf_case30_ieee"])
     assert "case1803_snem: no row, the problem does not build" in table
     assert table.endswith("No row (no solve recorded in these JSONs): case30_ieee")
+
+
+def test_autos_choice_stopped_at_the_budget_is_copied_and_the_others_keep_the_whole_budget(bench, features, tmp_path):
+    choice = bench._auto_choice(features)
+    other = next(s for s in ("highs", "clarabel") if s != choice)
+    reference = tmp_path / "ref.json"
+    stopped = {"case": CASE, "solver": choice, "features": features, "timeout": True, "solve_time_s": None,
+               "budget_s": 3600.0, "peak_rss_mb": 900.0}
+    reference.write_text(json.dumps({"settings": {"budget_s": 3600}, "rows": [stopped]}))
+    record = bench.sweep([CASE], [choice, other], 0.02, 3600, tmp_path / "out.json", tmp_path / "logs", against_auto=0.5,
+                         min_budget=0.1, references=[reference], max_rss_mb=40)
+    copied, ran = record["rows"]
+    assert copied["solver"] == choice and copied["timeout"] and copied["copied_from"].endswith("ref.json")
+    assert ran["solver"] == other and ran["budget_s"] == 3600.0 and ran["memory_exceeded"]
+
+
+def test_the_table_names_autos_choice_that_ran_past_its_budget(bench, features):
+    choice = bench._auto_choice(features)
+    others = [s for s in bench._candidates(features) if s != choice]
+    stopped = {"solver": choice, "timeout": True, "solve_time_s": None, "budget_s": 3600.0}
+    capped = [{"solver": s, "memory_exceeded": True, "solve_time_s": None, "killed_after_s": 50.0, "note": "> 8000 MB memory"} for s in others]
+    (entry,) = bench.case_table([_record(features, [stopped, *capped])])
+    assert entry["auto_stopped"] and not entry["auto_missed"]
+    assert "none finished (auto's choice ran past 3600 s; memory cap: " in bench.markdown_table([_record(features, [stopped, *capped])])
+    beaten = [{"solver": others[0], "solve_time_s": 900.0, "t_star": 0.295, "budget_s": 3600.0}, *capped[1:]]
+    (entry,) = bench.case_table([_record(features, [stopped, *beaten])])
+    assert entry["auto_missed"] and entry["auto_over_fastest"] is None
+    assert f"miss: ran past 3600 s, {others[0]} finished" in bench.markdown_table([_record(features, [stopped, *beaten])])

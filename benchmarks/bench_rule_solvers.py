@@ -336,7 +336,9 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
 
     by_case: dict[str, dict] = {}
     for r in _rows(records):
-        by_case.setdefault(r["case"], {"features": r["features"], "solvers": {}})["solvers"][r["solver"]] = r
+        runs = by_case.setdefault(r["case"], {"features": r["features"], "solvers": {}})["solvers"]
+        if "not run" not in r.get("note", "") or r["solver"] not in runs:  # a skip never hides a run of another JSON
+            runs[r["solver"]] = r
     out = []
     for case, entry in by_case.items():
         f, runs = entry["features"], entry["solvers"]

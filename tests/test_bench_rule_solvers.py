@@ -115,3 +115,13 @@ def test_the_table_names_autos_choice_that_ran_past_its_budget(bench, features):
     (entry,) = bench.case_table([_record(features, [stopped, *beaten])])
     assert entry["auto_missed"] and entry["auto_over_fastest"] is None
     assert f"miss: ran past 3600 s, {others[0]} finished" in bench.markdown_table([_record(features, [stopped, *beaten])])
+
+
+def test_a_skip_in_one_json_never_hides_a_run_in_another(bench, features):
+    choice = bench._auto_choice(features)
+    run = _record(features, [{"solver": choice, "solve_time_s": 10.0, "t_star": 0.295, "budget_s": 3600}])
+    skip = _record(features, [{"solver": choice, "timeout": True, "solve_time_s": None, "budget_s": 3600,
+                               "note": "> 3600 s budget (not run: ran past 3600 s on the smaller case)"}])
+    for records in ([run, skip], [skip, run]):
+        (entry,) = bench.case_table(records)
+        assert entry["auto_s"] == 10.0

@@ -125,3 +125,11 @@ def test_a_skip_in_one_json_never_hides_a_run_in_another(bench, features):
     for records in ([run, skip], [skip, run]):
         (entry,) = bench.case_table(records)
         assert entry["auto_s"] == 10.0
+
+
+def test_a_time_kill_skips_larger_cases_only_for_solvers_whose_time_follows_size(bench):
+    timed_out = {"timeout": True, "solve_time_s": None, "note": "> 3600 s budget (killed)"}
+    assert bench._hit_limit({**timed_out, "solver": "clarabel"}, per_case_budgets=False)
+    assert not bench._hit_limit({**timed_out, "solver": "reduced"}, per_case_budgets=False)  # rounds, not size
+    assert not bench._hit_limit({**timed_out, "solver": "clarabel"}, per_case_budgets=True)
+    assert bench._hit_limit({"solver": "reduced", "memory_exceeded": True, "note": "> 8000 MB memory"}, per_case_budgets=False)

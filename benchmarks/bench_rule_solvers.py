@@ -5,7 +5,8 @@ that is killed once its solve passes ``--budget`` seconds (recorded as ``> budge
 memory is the child's own high-water RSS (``VmHWM``, read by the parent while it runs, so a killed child has
 one too). The problem build is not timed and does not count against the budget. A dense solver that ran past
 the budget on a case is not started on the larger cases (by inequality rows x inputs), recorded as
-``> budget (not run: ...)``, to keep the sweep inside a working day on a shared machine. Examples::
+``> budget (not run: ...)``, to keep the sweep inside a working day on a shared machine; reduced is not skipped
+that way (its time follows its rounds, not its size), and any solver over the memory cap is. Examples::
 
     python benchmarks/bench_rule_solvers.py                                  # the whole sweep, 2 % uncertainty
     python benchmarks/bench_rule_solvers.py --cases pglib_opf_case240_pserc --solvers clarabel reduced --budget 60
@@ -17,7 +18,9 @@ the budget on a case is not started on the larger cases (by inequality rows x in
 choice runs first with the full budget, and every other solver gets ``F`` times its time (at least
 ``--min-budget``). A solver killed there is slower than ``auto`` by at least ``1/F``, which is all "auto within 2x
 of the fastest" needs (F = 0.5 suffices; F = 1 shows auto is the fastest); one that finishes gets its time and t*.
-``--reference`` JSONs supply ``auto``'s finished solves so they are not run again. ``--max-rss-mb`` kills a child
+``--reference`` JSONs supply ``auto``'s finished solves so they are not run again; where ``auto``'s choice
+already ran the whole budget (or hit the memory cap) that outcome is copied too, and the others keep the whole
+budget. ``--max-rss-mb`` kills a child
 whose peak memory passes it (recorded as such, never as a time), so two sweeps can share a 24 GB machine.
 
 Each row also carries the features ``auto``'s cost model reads (``hardlinear.rules.solver_choice``): rows,

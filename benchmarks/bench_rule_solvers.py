@@ -211,7 +211,7 @@ def _hit_limit(row: dict, per_case_budgets: bool) -> bool:
     """Whether a row stops its solver on larger cases: a memory kill always; a time kill only under one budget for
     every case (under ``--against-auto`` the budgets differ per case, so a kill on one says nothing of the next) and
     only for a solver whose time follows its size (``TIME_FOLLOWS_SIZE``)."""
-    if "not run" in row.get("note", ""):
+    if _skipped(row):
         return False
     timed_out = bool(row.get("timeout")) and not per_case_budgets and row["solver"] in TIME_FOLLOWS_SIZE
     return bool(row.get("memory_exceeded")) or timed_out
@@ -222,6 +222,16 @@ def _limit(row: dict, budget: float) -> str:
     return f"{row['peak_rss_mb']:.0f} MB memory" if row.get("memory_exceeded") else f"{row.get('budget_s', budget):g} s"
 
 
+def _skipped(row: dict) -> bool:
+    """Not started (the size rule): a row with no run behind it."""
+    return "not run" in row.get("note", "")
+
+
+def _ran_out(row: dict, seconds: float) -> bool:
+    """Ran and stopped without a result: at the memory cap, or killed at a budget of at least ``seconds``."""
+    return bool(row.get("memory_exceeded")) or (bool(row.get("timeout")) and not _skipped(row) and row.get("budget_s", 0) >= seconds)
+
+
 def _over_memory(row: dict) -> bool:
     """Killed at the memory cap, or not started because it passed the cap on a smaller case."""
     return bool(row.get("memory_exceeded")) or "MB memory on the smaller" in row.get("note", "")
@@ -229,9 +239,7 @@ def _over_memory(row: dict) -> bool:
 
 def _ran_autos_time(row: dict | None, auto_s: float) -> bool:
     """Stopped without a result, but only after as long as auto's choice took, or by the memory cap."""
-    if row is None:
-        return False
-    return _over_memory(row) or (bool(row.get("timeout")) and "not run" not in row.get("note", "") and row["budget_s"] >= auto_s)
+    return row is not None and (_over_memory(row) or _ran_out(row, auto_s))
 
 
 def _candidates(features: dict) -> tuple[str, ...]:
@@ -256,8 +264,7 @@ def _finished(rows: list[dict], case: str, solver: str) -> dict | None:
 
 def _stopped(rows: list[dict], case: str, solver: str, budget: float) -> dict | None:
     """The last row of ``(case, solver)`` that ran its whole ``budget`` (or to the memory cap) without a result."""
-    hits = [r for r in rows if r["case"] == case and r["solver"] == solver and not r.get("solve_time_s")
-            and (r.get("memory_exceeded") or (r.get("timeout") and "not run" not in r.get("note", "") and r.get("budget_s", 0) >= budget))]
+    hits = [r for r in rows if r["case"] == case and r["solver"] == solver and _ran_out(r, budget)]
     return hits[-1] if hits else None
 
 
@@ -322,7 +329,7 @@ def fit_cost_model(records: list[dict]) -> dict:
         pts = [(size(r["features"]), r["solve_time_s"], r["case"]) for r in _rows(records)
                if r["solver"] == solver and r.get("solve_time_s") and not r.get("timeout") and r.get("t_star") is not None]
         lower = [(size(r["features"]), r["budget_s"], r["case"]) for r in _rows(records)
-                 if r["solver"] == solver and r.get("timeout") and "not run" not in r.get("note", "")]
+                 if r["solver"] == solver and r.get("timeout") and not _skipped(r)]
         entry = {"points": [{"case": c, "size": x, "seconds": t} for x, t, c in pts],
                  "lower_bounds": [{"case": c, "size": x, "seconds": t} for x, t, c in lower]}
         if len(pts) >= 2 and len({x for x, _, _ in pts}) >= 2:
@@ -345,7 +352,7 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     by_case: dict[str, dict] = {}
     for r in _rows(records):
         runs = by_case.setdefault(r["case"], {"features": r["features"], "solvers": {}})["solvers"]
-        if "not run" not in r.get("note", "") or r["solver"] not in runs:  # a skip never hides a run of another JSON
+        if not _skipped(r) or r["solver"] not in runs:  # a skip never hides a run of another JSON
             runs[r["solver"]] = r
     out = []
     for case, entry in by_case.items():
@@ -360,8 +367,7 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
         others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
         outlasted = auto_s is not None and bool(others) and all(s in measured or _ran_autos_time(runs.get(s), auto_s) for s in others)
         # auto's choice ran its whole budget (or to the memory cap) without a result: a miss wherever another finished
-        auto_run = runs.get(choice)
-        auto_stopped = auto_s is None and auto_run is not None and _stopped([auto_run], case, choice, 0.0) is not None
+        auto_stopped = auto_s is None and choice in runs and _ran_out(runs[choice], 0.0)
         out.append({
             "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
@@ -399,14 +405,13 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
                 cells.append(f"{r['solve_time_s']:.2g}, {r['peak_rss_mb']:.0f}" if r["solve_time_s"] < 1 else f"{r['solve_time_s']:.1f}, {r['peak_rss_mb']:.0f}")
         t = e["solvers"].get(e["fastest"], {}).get("t_star") if e["fastest"] else None
         ratio = e["auto_over_fastest"]
+        memory = f"; memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
         auto_cell = f"{ratio:.2f}" if ratio is not None else ("not measured (> budget)" if e["auto"] in e["solvers"] else "not run")
         if e["auto_stopped"]:
-            memory = f"; memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
             stop = _limit(e["solvers"][e["auto"]], 0.0)
             auto_cell = (f"miss: ran past {stop}, {e['fastest']} finished" if e["auto_missed"]
                          else f"none finished (auto's choice ran past {stop}{memory})")
         if ratio is not None and len(e["measured"]) == 1:
-            memory = f"; memory cap: {', '.join(e['over_memory'])}" if e["over_memory"] else ""
             auto_cell += f" (the others ran its time{memory})" if e["others_ran_its_time"] else " (the only one to finish)"
         f = e["features"]
         t_cell = f"{t:.6g}" if t is not None else "-"

@@ -28,6 +28,10 @@ Gradients (``backward``):
 * ``"fixed_point"``: the same system by ``n_iter_bwd`` fixed-point steps ``w <- J_{T,s}' w + v`` from ``w = 0``.
 * ``"unrolled"``: autograd through the ``K`` iterations (every input gets its gradient, memory grows with ``K``).
 
+The ``K`` iterations run as :mod:`hardlinear.layers.dr_loop`'s fused loop (one product with ``P`` and five
+elementwise passes an iteration, a CUDA graph on a GPU); :meth:`DouglasRachfordProjection._step` is the reference
+iteration, kept for the implicit backward's Jacobian products and for the tests that hold the loop to it.
+
 Public entry points: :class:`DouglasRachfordProjection` (a module holding the factorised constants) and
 :func:`ruiz_equilibration`. Everything runs in float64 unless the input is float32.
 """
@@ -40,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate
 from hardlinear.layers.equality import Float64Constants
 
 BACKWARDS = ("implicit", "fixed_point", "unrolled")
@@ -195,6 +200,7 @@ class DouglasRachfordProjection(nn.Module):
             raise ValueError("the box on y has lo > hi")
         self.has_box = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
         self.consts = Float64Constants(P=proj, K=K, d=d_c[:n], d_slack=d_c[n:], lo=lo / d_c[:n], hi=hi / d_c[:n])
+        self._graphs: dict = {}  # CUDA graphs of the no-gradient loop (hardlinear.layers.dr_loop)
         self.rank = int(np.linalg.matrix_rank(scaled)) if scaled.size else 0
         self.condition = float(np.linalg.cond(scaled)) if scaled.size else 1.0
 
@@ -246,21 +252,38 @@ class DouglasRachfordProjection(nn.Module):
             raise ValueError(f"n_iter must be >= 0; got {n_iter}")
         q, s_lo, s_hi = self._data(y_raw, g, u, l)
         s = y_raw.new_zeros(y_raw.shape[0], self.n + self.m) if s0 is None else s0.to(y_raw.dtype)
-        (d,) = self.consts.get(("d",), y_raw)
+        (d, P) = self.consts.get(("d", "P"), y_raw)
+        project = AffineProjection(P=P, q=q)
         if self.backward == "unrolled" or not torch.is_grad_enabled() or not y_raw.requires_grad:
-            for _ in range(n_iter):
-                s = self._step(s, y_raw, q, s_lo, s_hi)
-            return d * self._project_eq(s, q)[:, : self.n], s
+            if n_iter:
+                s = iterate(s, project, self._prox(y_raw, s_lo, s_hi), self.omega, [n_iter], self._graphs)[-1]
+            return d * project.first(s, self.n), s
         if q.requires_grad or s_lo.requires_grad or s_hi.requires_grad:
             raise ValueError(
                 f"backward={self.backward!r} differentiates with respect to y_raw only; g, l, u must not require "
                 "grad (detach them, or use backward='unrolled')"
             )
         with torch.no_grad():
-            for _ in range(n_iter):
-                s = self._step(s, y_raw, q, s_lo, s_hi)
+            if n_iter:
+                s = iterate(s, project, self._prox(y_raw, s_lo, s_hi), self.omega, [n_iter], self._graphs)[-1]
         s_K = _ImplicitFixedPoint.apply(y_raw, s, self, q, s_lo, s_hi)
-        return d * self._project_eq(s_K, q)[:, : self.n], s_K.detach()
+        return d * project.first(s_K, self.n), s_K.detach()
+
+    def _prox(self, y_raw: torch.Tensor, s_lo: torch.Tensor, s_hi: torch.Tensor) -> ProxData:
+        """The prox of :meth:`_step` in :mod:`~hardlinear.layers.dr_loop`'s form: ``C = (c_y, 1)``,
+        ``e = (2 sigma d y_raw c_y, 0)`` with ``c_y = 1 / (1 + 2 sigma d^2)``, the box on ``y`` and ``[l, u]``."""
+        d, lo, hi = self.consts.get(("d", "lo", "hi"), y_raw)
+        B = y_raw.shape[0]
+        c_y = 1.0 / (1.0 + 2.0 * self.sigma * d * d)
+        C = torch.cat([c_y, torch.ones(self.m, dtype=y_raw.dtype, device=y_raw.device)])
+        e = torch.cat([(2.0 * self.sigma) * d * c_y * y_raw, y_raw.new_zeros(B, self.m)], dim=1)
+        box_lo = lo.expand(B, self.n) if self.has_box else y_raw.new_full((B, self.n), -torch.inf)
+        box_hi = hi.expand(B, self.n) if self.has_box else y_raw.new_full((B, self.n), torch.inf)
+        return ProxData(C, e, torch.cat([box_lo, s_lo.expand(B, self.m)], 1), torch.cat([box_hi, s_hi.expand(B, self.m)], 1))
+
+    def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's own signature
+        self._graphs.clear()  # captured graphs hold the old constants
+        return super()._apply(fn, recurse)
 
     def adjoint_solve(self, s: torch.Tensor, y_raw: torch.Tensor, q, s_lo, s_hi, v: torch.Tensor) -> torch.Tensor:
         """``J_{T,y_raw}' (I - J_{T,s}')^{-1} v`` at ``s``: the implicit gradient with respect to ``y_raw``."""

@@ -18,11 +18,12 @@ only the refinement's residual, exactly.
       z_k = Pi_E(w_k);   r = 2 z_k - w_k;   p_u = (2 sigma u_raw + r_u) / (1 + 2 sigma),  p_t = min(r_t, s(x));
       w_{k+1} = w_k + omega (p - z_k);      output u = Pi_E(w_K)_u
 
-  started at ``w_0 = (u_raw, M u_raw)``. After ``K`` steps the inequalities hold only approximately; that
+  started at ``w_0 = (u_raw, M u_raw)``, run as :mod:`hardlinear.layers.dr_loop`'s fused loop (``Pi_E`` one dense
+  ``(d + m)^2`` product where that is cheap, else the graph's two thin products). After ``K`` steps the inequalities hold only approximately; that
   residual is what the blend then removes. The box is shrunk by ``margin (1 + |s_i|)`` (in the unit-row
   scaling; default 1e-9): a converged point on a face would otherwise sit on the bound to rounding, the blend
   (which moves only rows its own evaluation sees violated) would leave it, and another evaluation order of
-  ``H y - h`` could read +1e-16 there.
+  ``H y - h`` could read +1e-16 there. The refined output enters the layer in float64 (:func:`blend_refined`).
 * ``pinet``: the same splitting as Pinet runs it, by :class:`~hardlinear.layers.douglas_rachford.DouglasRachfordProjection`
   (issue 28's Pinet module): in the full space ``z = (y, H y)``, Ruiz-equilibrated (Pinet's DC3 settings: 25
   iterations, tol 1e-3), started at ``0``, with Pinet's implicit backward pass (BiCGSTAB, 25 iterations) instead
@@ -45,6 +46,7 @@ from torch import nn
 
 from hardlinear.constraints import ConstraintFamily, InputDependentFamily
 from hardlinear.errors import NotApplicable
+from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate
 from hardlinear.layers.equality import Float64Constants
 from hardlinear.layers.peers.reduced import ReducedInequalities
 
@@ -128,21 +130,50 @@ class DouglasRachford(_DouglasRachfordSteps):
         norms = np.linalg.norm(M, axis=1)
         scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
         Ms = M * scale[:, None]  # unit rows: the same polytope, better conditioned lifting
-        K = np.linalg.inv(np.eye(M.shape[1]) + Ms.T @ Ms)  # Pi_E(a, b)_u = K (a + Ms' b)
+        d, m = Ms.shape[1], Ms.shape[0]
+        K = np.linalg.inv(np.eye(d) + Ms.T @ Ms)  # Pi_E(a, b)_u = K (a + Ms' b)
         K = 0.5 * (K + K.T)
-        self.consts = Float64Constants(Ms=Ms, row_scale=scale, K=K, MsK=Ms @ K)
+        K_stack = np.vstack([K, Ms @ K])  # (d + m, d): u = w K_stack for the state w = (a, b)
+        # One dense (d + m)^2 product an iteration, or the graph's two thin ones (d^2 + 2 d m multiply-adds):
+        # the dense one where it costs at most half again as much (one dispatch fewer: DC3's 50 + 50), the thin
+        # ones where m dominates (dcopf_118: 18 + 768, 35x fewer).
+        self.dense = (d + m) ** 2 <= 1.5 * (d * d + 2 * d * m)
+        arrays = {"row_scale": scale, "K_stack": K_stack, "Ms_T": Ms.T}
+        if self.dense:
+            P = K_stack @ np.hstack([np.eye(d), Ms.T])
+            arrays["P"] = 0.5 * (P + P.T)
+        self.consts = Float64Constants(**arrays)
+        self._graphs: dict = {}  # CUDA graphs of the no-gradient loop (hardlinear.layers.dr_loop)
+
+    def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's own signature
+        self._graphs.clear()
+        return super()._apply(fn, recurse)
+
+    def projection(self, like: torch.Tensor) -> AffineProjection:
+        """``Pi_E`` of the lifted subspace ``{t = Ms u}`` in ``like``'s dtype and device."""
+        if self.dense:
+            return AffineProjection(P=self.consts.get(("P",), like)[0])
+        K_stack, Ms_T = self.consts.get(("K_stack", "Ms_T"), like)
+        return AffineProjection(K=K_stack, M_T=Ms_T)
 
     def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
         red = self.reduced
         c = red.particular(xi, y)
         (N,) = red.consts.get(("N",), y)
-        Ms, row_scale, K, MsK = self.consts.get(("Ms", "row_scale", "K", "MsK"), y)
+        row_scale, Ms_T = self.consts.get(("row_scale", "Ms_T"), y)
         bound = red.slack(xi, c) * row_scale  # s(x) in the scaled rows: t <= bound
         bound = bound - self.margin * (1.0 + bound.abs())
-        return self._iterate(
-            (y - c) @ N, lambda u: u @ Ms.T, lambda wu, wt: wu @ K + wt @ MsK,  # Pi_E(w)_u (K symmetric)
-            bound, lambda u: red.lift_back(c, u),
+        u_raw = (y - c) @ N
+        B, d = u_raw.shape
+        a, b = 2.0 * self.sigma / (1.0 + 2.0 * self.sigma), 1.0 / (1.0 + 2.0 * self.sigma)
+        C = torch.cat([y.new_full((d,), b), y.new_ones(bound.shape[1])])
+        prox = ProxData(
+            C, torch.cat([a * u_raw, torch.zeros_like(bound)], 1), y.new_full((C.shape[0],), -torch.inf),
+            torch.cat([y.new_full((B, d), torch.inf), bound.expand(B, -1)], 1),
         )
+        project = self.projection(y)
+        states = iterate(torch.cat([u_raw, u_raw @ Ms_T], 1), project, prox, self.omega, self._marks(), self._graphs)
+        return [red.lift_back(c, project.first(w, d)) for w in states]
 
 
 class InputDependentDouglasRachford(_DouglasRachfordSteps):
@@ -279,6 +310,20 @@ def build_refinement(
     return HardNetRefinement(family)
 
 
+def blend_refined(layer: nn.Module, xw: torch.Tensor, y_ref: torch.Tensor) -> torch.Tensor:
+    """The feasibility layer on a refined task output, its equality projection and blend in float64 whatever the
+    layer's dtype, rounded once to ``y_ref``'s dtype.
+
+    Why: a refinement brings the output *near* ``C(x)``, so the blend keeps much of it (alpha well below 1) however
+    large it is, and where ``C(x)`` is unbounded (DC3's QPs: a cone in the null space) a large task output is
+    refined to a large feasible point. Projected in float32, its equality rounding (``eps32 |y_ref|``, issue 40:
+    up to 1.7e-2 relative) reached the output; projected in float64, the output carries only its own rounding to
+    float32, the least any float32 vector of that size can carry (tests/test_refine_exact.py).
+    """
+    work = torch.promote_types(y_ref.dtype, torch.float64)
+    return layer(xw.to(work), y_ref.to(work), out_dtype=y_ref.dtype)
+
+
 def pick_lowest_objective(
     layer: nn.Module, objective, xw: torch.Tensor, y_task: torch.Tensor, refiner: nn.Module
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -292,7 +337,7 @@ def pick_lowest_objective(
         best, alpha = objective(xw, y), layer.last_stats["alpha"]
         refined = torch.zeros_like(best, dtype=torch.bool)
     for y_snap in snapshots:
-        y_ref = layer(xw, y_snap)
+        y_ref = blend_refined(layer, xw, y_snap)
         with torch.no_grad():
             f = objective(xw, y_ref)
             better = f < best

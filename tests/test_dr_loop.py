@@ -69,9 +69,10 @@ def naive_refine(module: DouglasRachford, xi: torch.Tensor, y: torch.Tensor, ste
     (N,) = red.consts.get(("N",), y)
     M = red.consts.get(("M",), y)[0]
     norms = M.norm(dim=1)
-    Ms = M / torch.where(norms > 0, norms, 1.0)[:, None]
+    live = (module.consts.row_scale > 0).to(y.dtype)  # the module's zero rows (test_zero_rows_... checks them)
+    Ms = M * (live / torch.where(norms > 0, norms, 1.0))[:, None]
     K = torch.linalg.inv(torch.eye(Ms.shape[1], dtype=y.dtype) + Ms.T @ Ms)
-    bound = red.slack(xi, c) / torch.where(norms > 0, norms, 1.0)
+    bound = red.slack(xi, c) * live / torch.where(norms > 0, norms, 1.0)
     bound = bound - module.margin * (1.0 + bound.abs())
     sig, om = module.sigma, module.omega
     u_raw = (y - c) @ N
@@ -118,3 +119,62 @@ def test_iterate_leaves_its_start_untouched_and_rejects_mixed_projections():
     assert torch.equal(s, start) and len(out) == 2 and not torch.equal(out[0], out[1])
     with pytest.raises(ValueError, match="either dense"):
         AffineProjection(P=P, K=P, M_T=P)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (make gpu-check; CI has none)")
+def test_cuda_graph_replay_equals_the_cpu_loop_on_fresh_inputs():
+    """The captured graph is replayed with each call's data: two calls with other inputs (same shape) must give
+    what the CPU loop gives, for Pinet's projection and for refine=dr's module."""
+    layer, y_raw, g, u, l = random_pinet(1, True, 0)
+    gpu = random_pinet(1, True, 0)[0].cuda()
+    problem = build_problem("dc3_qp")
+    module = DouglasRachford(problem.family, steps=9, eval_steps=30, sigma=0.3).eval()
+    module_gpu = DouglasRachford(problem.family, steps=9, eval_steps=30, sigma=0.3).eval().cuda()
+    for seed in range(3):
+        gen = torch.Generator().manual_seed(seed)
+        y = 3 * torch.randn(y_raw.shape, dtype=torch.float64, generator=gen)
+        with torch.no_grad():
+            ref, _ = layer(y, g, u, l=l, n_iter=40)
+            got, _ = gpu(y.cuda(), g.cuda(), u.cuda(), l=l.cuda(), n_iter=40)
+        assert rel(got.cpu(), ref) <= RTOL, seed
+        xi = problem.sample(5, generator=gen)
+        yq = 4 * torch.randn(5, problem.n, dtype=torch.float64, generator=gen)
+        with torch.no_grad():
+            ref_snaps = module.snapshots(xi, yq)
+            got_snaps = module_gpu.snapshots(xi.cuda(), yq.cuda())
+        assert all(rel(a.cpu(), b) <= RTOL for a, b in zip(got_snaps, ref_snaps)), seed
+    assert len(gpu._graphs) == 1 and len(module_gpu._graphs) == 1  # one capture each, replayed
+
+
+def test_the_gpu_loop_in_three_kernels_equals_the_dense_loop():
+    """``_wide_loop`` (the CUDA graph's body for a dense projector) computes the same iterates as ``_dense_loop``:
+    checked on the CPU, where CI can run it."""
+    from hardlinear.layers import dr_loop
+
+    layer, y_raw, g, u, l = random_pinet(2, True, 25)
+    (P,) = layer.consts.get(("P",), y_raw)
+    q, s_lo, s_hi = layer._data(y_raw, g, u, l)
+    prox = layer._prox(y_raw, s_lo, s_hi)
+    for q_used in (q, None):
+        s1, s2 = torch.randn(y_raw.shape[0], P.shape[0], dtype=torch.float64), None
+        s2 = s1.clone()
+        dr_loop._dense_loop(s1, P, q_used, prox.C, prox.C2, prox.e, prox.lo, prox.hi, True, 60, 1.6)
+        dr_loop._wide_loop(s2, P, q_used, prox.C, prox.C2, prox.e, prox.lo, prox.hi, True, 60, 1.6)
+        assert rel(s2, s1) <= RTOL
+
+
+def test_rows_that_are_rounding_are_zero_rows():
+    """A row of H orthogonal to null(G) has M = H N of size ~1e-16 |H_i|, a different one on every BLAS: scaled to
+    unit norm it became a direction and moved refined outputs by 0.1 between machines. dcopf_14 has four."""
+    from hardlinear.layers.equality import constant_lhs
+    from hardlinear.layers.refine import ZERO_ROW_RTOL
+
+    problem = build_problem("dcopf_14")
+    module = DouglasRachford(problem.family, steps=5)
+    M = module.reduced.consts.M.numpy()
+    ratio = np.linalg.norm(M, axis=1) / np.linalg.norm(constant_lhs(problem.family, "H"), axis=1)
+    rounding = ratio <= ZERO_ROW_RTOL
+    assert rounding.sum() == 4 and ratio[rounding].max() < 1e-14 and ratio[~rounding].min() > 1e-6
+    scale = module.consts.row_scale.numpy()
+    assert np.all(scale[rounding] == 0) and np.all(scale[~rounding] > 0)
+    assert scale.max() < 1e6  # no row blown up to unit length from rounding

@@ -17,8 +17,19 @@ RUNS = sorted(p for p in RECORDS.glob("*-dr10-50-lr1e-4-e300p20/0-*") if p.is_di
 RUNS += sorted(p for p in RECORDS.glob("refined-pick200/*-seed0") if p.is_dir())
 
 
+# Trained before refine=dr treated rows of H N that are SVD rounding as zero rows (issue 40): their refined outputs
+# followed that rounding, which differs between machines (neither the code of bc45e96 nor today's reloads them
+# here: 0.11 and 0.035 off). Issue 41's runs replace them.
+ROUNDING_ROWS = {"dcopf_57-refined-pick200-seed0", "dcopf_118-refined-pick200-seed0"}
+PARAMS = [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="trained with rounding rows scaled up (issue 40)"))
+    if p.name in ROUNDING_ROWS else p
+    for p in RUNS
+]
+
+
 @pytest.mark.slow  # the reference solves of 833 test instances (SLSQP for the nonconvex problem): minutes
-@pytest.mark.parametrize("run_dir", RUNS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
+@pytest.mark.parametrize("run_dir", PARAMS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
 def test_a_committed_refined_run_reloads_to_its_recorded_figures(run_dir, tmp_path):
     from hardlinear.data import build_dataset
     from hardlinear.harness.checkpoint import load_run

@@ -47,10 +47,12 @@ from torch import nn
 from hardlinear.constraints import ConstraintFamily, InputDependentFamily
 from hardlinear.errors import NotApplicable
 from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate
-from hardlinear.layers.equality import Float64Constants
+from hardlinear.layers.equality import Float64Constants, constant_lhs
 from hardlinear.layers.peers.reduced import ReducedInequalities
 
 REFINEMENTS = ("none", "dr", "pinet", "hardnet")
+ZERO_ROW_RTOL = 1e-10
+"""A row of ``M = H N`` shorter than this times ``|H_i|`` is a zero row (``refine=dr``): rounding, not a direction."""
 
 
 class _DouglasRachfordSteps(nn.Module):
@@ -128,7 +130,13 @@ class DouglasRachford(_DouglasRachfordSteps):
             )
         M = self.reduced.consts.M.numpy()
         norms = np.linalg.norm(M, axis=1)
-        scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+        # A row of H orthogonal to null(G) is constant on the affine set: its M = H N is zero up to the SVD's
+        # rounding (~1e-16 |H_i|, a different tiny row on another BLAS or thread count). Scaled to unit norm, that
+        # rounding became a direction, and the refined outputs depended on the machine (issue 40: dcopf_57 moved
+        # by 0.11). Such rows are zero rows.
+        H_norms = np.linalg.norm(constant_lhs(family, "H"), axis=1) if family.m_ineq else norms
+        live = norms > ZERO_ROW_RTOL * np.maximum(H_norms, np.finfo(float).tiny)
+        scale = np.where(live, 1.0 / np.where(live, norms, 1.0), 0.0)
         Ms = M * scale[:, None]  # unit rows: the same polytope, better conditioned lifting
         d, m = Ms.shape[1], Ms.shape[0]
         K = np.linalg.inv(np.eye(d) + Ms.T @ Ms)  # Pi_E(a, b)_u = K (a + Ms' b)
@@ -252,7 +260,6 @@ class PinetRefinement(nn.Module):
     ) -> None:
         super().__init__()
         from hardlinear.layers.douglas_rachford import DouglasRachfordProjection, RuizSettings
-        from hardlinear.layers.equality import constant_lhs
 
         G = constant_lhs(family, "G") if family.m_eq else np.zeros((0, family.n))
         H = constant_lhs(family, "H") if family.m_ineq else np.zeros((0, family.n))

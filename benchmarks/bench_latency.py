@@ -332,6 +332,8 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     ident = {**common.problem_identity(problem_cfg, problem), "trained_epochs": args.train_epochs,
              "device": env["device_name"], "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
     xi_test = common.sample(problem, args.test_instances, args.seed + 12345, args)
+    from hardlinear.errors import NotApplicable
+
     rows: list[dict] = []
     proposed = None
     for name in args.methods:
@@ -341,7 +343,12 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
             method, source = (BareMLP if name == "mlp" else FoldedMLP)(problem, ctx), ""
         else:
             config, overrides = VARIANTS.get(name, (name, []))
-            method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
+            try:
+                method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
+            except NotApplicable as err:  # recorded, never a stop (issue 40: APM on dc3_qp stopped the run)
+                rows.append({**ident, "method": name, "kind": "learned", "batch_size": 1, "status": "not_applicable", "note": str(err)})
+                common.log(f"  {problem_cfg:>14} {name:<16} not applicable: {err}")
+                continue
             common.quick_train(method, problem, ctx, args.train_epochs)
             proposed = method if name == "proposed" else proposed
         out = learned_rows(name, method, problem, args, {**ident, "rule_source": source}, xi_test)

@@ -140,6 +140,8 @@ def proposed(method, iterations: float, moved: float = 1.0) -> Floor:
     that of the safe output. The unfused layer falls back to :func:`generic`."""
     from hardlinear.layers.fused import FusedProposed
 
+    if getattr(method, "refiner", None) is not None:
+        return refined_proposed(method)
     fused = method.fused_module() if getattr(method, "fused_inference", False) else None
     if not isinstance(fused, FusedProposed):
         return generic(method, iterations)
@@ -151,6 +153,41 @@ def proposed(method, iterations: float, moved: float = 1.0) -> Floor:
     matrix(f, "slack completion (sparse)", fused.completion)
     matrix(f, "y_TN = P x + N u (rank d)", fused.N_T)
     f.add(f"safe output P x + N w (rank d) on {moved:.0%} of rows", moved * fused.N_T.numel(), fused.N_T.dtype)
+    return f
+
+
+def refined_proposed(method) -> Floor:
+    """``refine=dr`` (:class:`~hardlinear.layers.refine.DouglasRachford`), in float64, ``K`` = ``refine_eval_steps``
+    (and the training count's snapshot when ``refine_pick=objective``), ``d`` the null space, ``m`` the rows::
+
+        network + n (k + 1)               c(x) = G^+ g(x), the base point
+                + 2 n d                   u_raw = (y - c) N, and the output c + N u
+                + m d                     the start t = Ms u_raw
+                + K c_it                  an iteration: (d + m)^2 with the dense projector, d^2 + 2 d m with the
+                                          graph's two products (the module's choice)
+                + layer                   the unfused layer's constants once per instance (generic), per blend
+
+    The elementwise passes of the loop and the blend are not counted. Other refinements: :func:`generic`."""
+    from hardlinear.layers.refine import DouglasRachford
+
+    refiner = method.refiner
+    if not isinstance(refiner, DouglasRachford):
+        return generic(method, 1.0)
+    f = network(method.net)
+    red = refiner.reduced
+    n, d, m, k = red.n, red.d, red.m, red.k
+    K = float(refiner.eval_steps)
+    f.add(f"c(x) = G^+ g(x) ({n}x{k + 1})", n * (k + 1), torch.float64, n * (k + 1))
+    f.add(f"u_raw = (y - c) N and c + N u ({n}x{d}, x2)", 2.0 * n * d, torch.float64, n * d)
+    f.add(f"t = Ms u_raw ({m}x{d})", m * d, torch.float64, m * d)
+    per = (d + m) ** 2 if refiner.dense else d * d + 2 * d * m
+    form = "dense (d + m)^2" if refiner.dense else "d^2 + 2 d m"
+    f.add(f"DR iterations: {form} = {per:,} x {K:g}", per * K, torch.float64, per)
+    blends = 1.0 + (2.0 if getattr(method, "refine_pick", "refined") == "objective" else 0.0)
+    for name, b in _buffers(method.layer, skip=(method.layer.safe,)):
+        matrix(f, f"layer {name}", b, blends)
+    for name, b in _buffers(method.layer.safe):
+        matrix(f, f"rule {name}", b, blends)
     return f
 
 

@@ -14,9 +14,12 @@ iteration is the projection (one ``addmm`` with the dense projector, or two thin
 
     a = e + 2C * z;   a -= C * s;   clamp(a, lo, hi);   a -= z;   s += omega a
 
-Without a gradient every pass writes into buffers allocated once per call. On a CUDA device the whole loop is
-captured once per (batch, iterations, dtype) into a CUDA graph and replayed (one launch for all iterations).
-With a gradient the same passes run out of place, so autograd unrolls them.
+Without a gradient every pass writes into buffers allocated once per call, and on the CPU the loop itself is a
+TorchScript function, so that the interpreter, not Python, issues the kernels (0.72 against 1.14 ms for 100
+iterations at batch 1). On a CUDA device the whole loop is captured once per (batch, iterations, dtype) into a
+CUDA graph and replayed (one launch for all iterations). With a gradient the same passes run out of place, so
+autograd unrolls them. ``torch.compile`` fuses the elementwise passes further (0.55 ms) but takes about 50 s to
+compile each shape and count on this machine: not a default for a layer called with many batch sizes.
 
 Numerics: the same iteration as the modules' reference step (``_step``), in another order of rounding: outputs
 agree to ~1e-15 relative per iteration, and Douglas-Rachford is non-expansive, so they stay within ~1e-13 after
@@ -24,6 +27,8 @@ hundreds of iterations (tests/test_dr_loop.py checks 1e-12).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -81,16 +86,6 @@ class ProxData:
         self.bounded = bool(torch.isfinite(lo).any() or torch.isfinite(hi).any())
 
 
-def _step_inplace(s: torch.Tensor, z: torch.Tensor, a: torch.Tensor, prox: ProxData, omega: float) -> None:
-    """One iteration given ``z = Pi_E(s)``: ``s`` updated in place, ``a`` scratch."""
-    torch.addcmul(prox.e, prox.C2, z, out=a)
-    a.addcmul_(prox.C, s, value=-1.0)
-    if prox.bounded:
-        torch.clamp(a, prox.lo, prox.hi, out=a)
-    a.sub_(z)
-    s.add_(a, alpha=omega)
-
-
 def _step(s: torch.Tensor, z: torch.Tensor, prox: ProxData, omega: float) -> torch.Tensor:
     """The same iteration out of place (autograd records it)."""
     a = torch.addcmul(prox.e, prox.C2, z).addcmul(prox.C, s, value=-1.0)
@@ -122,13 +117,83 @@ def iterate(
     return _eager_inplace(s, project, prox, omega, marks)
 
 
-def _eager_inplace(s: torch.Tensor, project: AffineProjection, prox: ProxData, omega: float, marks: list[int]) -> list[torch.Tensor]:
-    s = s.clone()
+def _dense_loop(s: torch.Tensor, P: torch.Tensor, q: torch.Tensor | None, C: torch.Tensor, C2: torch.Tensor,
+                e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bounded: bool, n_iter: int, omega: float) -> None:
+    """``n_iter`` iterations in place on ``s`` with ``Pi_E(s) = s P (+ q)``."""
     a, z = torch.empty_like(s), torch.empty_like(s)
+    for _ in range(n_iter):
+        if q is None:
+            torch.mm(s, P, out=z)
+        else:
+            torch.addmm(q, s, P, out=z)
+        torch.addcmul(e, C2, z, out=a)
+        a.addcmul_(C, s, value=-1.0)
+        if bounded:
+            torch.clamp(a, lo, hi, out=a)
+        a.sub_(z)
+        s.add_(a, alpha=omega)
+
+
+def _wide_loop(s: torch.Tensor, P: torch.Tensor, q: torch.Tensor | None, C: torch.Tensor, C2: torch.Tensor,
+               e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bounded: bool, n_iter: int, omega: float) -> None:
+    """:func:`_dense_loop` in three kernels an iteration, for a GPU, where launches cost and flops do not:
+    ``[a | b] = s [(2P - I) diag(C) | I - omega P] + [e + 2C q | -omega q]``, then ``s = b + omega clamp(a)``
+    (``a`` is the prox's argument ``e + C (2z - s)``, ``b = s - omega z``). Twice the multiply-adds of one
+    iteration: never on the CPU."""
+    L = s.shape[1]
+    eye = torch.eye(L, dtype=s.dtype, device=s.device)
+    W = torch.cat([(2.0 * P - eye) * C, eye - omega * P], dim=1)
+    bias = torch.cat([e, torch.zeros_like(e)], dim=1) if q is None else torch.cat([e + C2 * q, -omega * q], dim=1)
+    v = torch.empty(s.shape[0], 2 * L, dtype=s.dtype, device=s.device)
+    a, b = v[:, :L], v[:, L:]
+    for _ in range(n_iter):
+        torch.addmm(bias, s, W, out=v)
+        if bounded:
+            a.clamp_(lo, hi)
+        torch.add(b, a, alpha=omega, out=s)
+
+
+def _graph_loop(s: torch.Tensor, K: torch.Tensor, M_T: torch.Tensor, C: torch.Tensor, C2: torch.Tensor,
+                e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bounded: bool, n_iter: int, omega: float) -> None:
+    """``n_iter`` iterations in place on ``s`` with ``Pi_E(s) = (u, u M')``, ``u = s K``."""
+    a, z = torch.empty_like(s), torch.empty_like(s)
+    for _ in range(n_iter):
+        u = torch.mm(s, K)
+        torch.cat([u, torch.mm(u, M_T)], dim=1, out=z)
+        torch.addcmul(e, C2, z, out=a)
+        a.addcmul_(C, s, value=-1.0)
+        if bounded:
+            torch.clamp(a, lo, hi, out=a)
+        a.sub_(z)
+        s.add_(a, alpha=omega)
+
+
+def _script(fn):
+    """TorchScript of a loop (the interpreter issues the kernels without Python's per-call cost: 0.72 against
+    1.14 ms for 100 iterations at batch 1, measured); the Python function where TorchScript is unavailable."""
+    try:
+        return torch.jit.script(fn)
+    except Exception as exc:  # noqa: BLE001 - a torch without TorchScript, or one that rejects the function
+        warnings.warn(f"TorchScript unavailable ({type(exc).__name__}: {exc}); the Douglas-Rachford loop runs in "
+                      "Python (the same results, about 1.6x slower at batch 1)", stacklevel=2)
+        return fn
+
+
+_LOOPS = {"dense": (_dense_loop, _script(_dense_loop)), "graph": (_graph_loop, _script(_graph_loop))}
+
+
+def _eager_inplace(
+    s: torch.Tensor, project: AffineProjection, prox: ProxData, omega: float, marks: list[int], scripted: bool = True
+) -> list[torch.Tensor]:
+    """The loop in place on a copy of ``s``: TorchScript on the CPU, the Python loop where a CUDA graph captures it."""
+    s = s.clone()
+    kind = "dense" if project.P is not None else "graph"
+    loop = _wide_loop if kind == "dense" and s.is_cuda else _LOOPS[kind][1 if scripted and not s.is_cuda else 0]
+    first, second = (project.P, project.q) if kind == "dense" else (project.K, project.M_T)
+    args = (prox.C, prox.C2, prox.e, prox.lo, prox.hi, prox.bounded)
     out, done = [], 0
     for mark in marks:
-        for _ in range(mark - done):
-            _step_inplace(s, project.into(s, z), a, prox, omega)
+        loop(s, first, second, *args, mark - done, float(omega))
         done = mark
         out.append(s.clone() if mark != marks[-1] else s)
     return out
@@ -148,6 +213,8 @@ def _graph_replay(
         static_prox = ProxData(static["C"], static["e"], static["lo"], static["hi"])
         static["q"] = None if project.q is None else project.q.clone()
         project = AffineProjection(project.P, static["q"], project.K, project.M_T)
+        # The graph reads these tensors' memory at every replay: they must live as long as it does.
+        static["prox"], static["project"] = static_prox, project
         side = torch.cuda.Stream(device=s.device)
         side.wait_stream(torch.cuda.current_stream(s.device))
         with torch.cuda.stream(side):  # warm-up outside the capture (allocations, library handles)

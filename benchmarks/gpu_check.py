@@ -5,7 +5,8 @@
    the test gap and worst violations, the records' latency (``test/time_ms``, batch 1) and throughput
    (``test/throughput``). A method whose config is not in this checkout is a ``missing_config`` row; a method
    that does not apply is its record's ``not_applicable`` row with the reason; a failed run is ``failed`` with it.
-2. **Latency**: :mod:`bench_methods` for the same methods and problems on CUDA, then on the CPU of the same
+2. **Latency**: :mod:`bench_dr` (the compiled Douglas-Rachford loops of Pinet and ``refine=dr``, CUDA graphs, beside
+   ``pinet-hcnn``), then :mod:`bench_methods` for the same methods and problems on CUDA, then on the CPU of the same
    machine (one thread and all of them), each problem in a process of its own.
 
 Everything lands in one dated folder, ``results/bench/gpu/<UTC date and time>/`` (``--out-root``):
@@ -160,6 +161,22 @@ def latency(args, folder: Path, devices: list[tuple[str, int]]) -> list[Path]:
     return out
 
 
+def compiled_loops(args, folder: Path, device: str) -> Path:
+    """:mod:`bench_dr`: the compiled Douglas-Rachford loop (Pinet's projection and ``refine=dr``; a CUDA graph on a
+    GPU) against its Python loop, the code before it, and ``pinet-hcnn`` where installed; outputs checked against
+    the CPU loop (issue 40, item 5)."""
+    target = folder / "loops"
+    cmd = [sys.executable, str(BENCH / "bench_dr.py"), "--device", device, "--refine", "--out", str(target)]
+    cmd += ["--quick", "--batches", "1", "8", "--iters", "10"] if args.dry_run else []
+    print("[gpu-check] " + " ".join(cmd), flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+           "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # JAX beside torch on one GPU
+    proc = subprocess.run(cmd, cwd=REPO, env=env)
+    if proc.returncode != 0:
+        print(f"[gpu-check] bench_dr on {device} exited with {proc.returncode}", file=sys.stderr, flush=True)
+    return target
+
+
 def summary(rows: list[dict], latency_dirs: list[Path], info: dict, dry: bool) -> str:
     lines = [f"# gpu-check {info['date']}" + (" (DRY RUN: CPU, tiny settings; the figures mean nothing)" if dry else ""),
              "", f"Machine: {info.get('gpu', 'no GPU')} / {info['cpu']} ({info['cores']} cores), torch {info['torch']} "
@@ -170,7 +187,7 @@ def summary(rows: list[dict], latency_dirs: list[Path], info: dict, dry: bool) -
         vals = [_num(r.get(k, "")) for k in METRICS]
         lines.append("| " + " | ".join([str(r["problem"]), str(r["method"]), r["status"], *vals, str(r.get("reason", ""))]) + " |")
     for d in latency_dirs:
-        md = d / "methods.md"
+        md = d / ("dr.md" if d.name == "loops" else "methods.md")
         lines += ["", f"## Latency: {d.name}", ""]
         lines.append(md.read_text() if md.exists() else f"(no table: {md} was not written; see the log)")
     return "\n".join(lines) + "\n"
@@ -205,7 +222,7 @@ def main(argv: list[str] | None = None) -> Path:
         w.writerows(rows)
     cores = os.cpu_count() or 1
     devices = [("cpu", 1)] if args.dry_run else [(device, 1), ("cpu", 1), ("cpu", cores)]
-    dirs = [] if args.skip_latency else latency(args, folder, devices)
+    dirs = [] if args.skip_latency else [compiled_loops(args, folder, device), *latency(args, folder, devices)]
     (folder / "summary.md").write_text(summary(rows, dirs, info, args.dry_run))
     print(f"[gpu-check] wrote {folder}", flush=True)
     return folder

@@ -4,6 +4,7 @@ settings writes its dated folder with every method accounted for. No timing is a
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def test_dry_run_writes_the_dated_folder(gpu_check, tmp_path):
     summary = (folder / "summary.md").read_text()
     assert "DRY RUN" in summary and "| dcopf_14 | proposed | ok |" in summary and "## Latency: latency_cpu_1t" in summary
     assert (folder / "machine.json").exists()
+    loops = json.loads((folder / "loops" / "dr.json").read_text())["rows"]  # the compiled loops, checked
+    assert loops and all(r["max_rel_diff_vs_cpu_python"] <= 1e-12 for r in loops) and "## Latency: loops" in summary
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the real check would run")

@@ -19,6 +19,11 @@ def main(cfg: DictConfig) -> None:
 
     hc = HydraConfig.get()
     try:
+        from hardlinear.harness.trainer_choice import apply_trainer_choice
+
+        note = apply_trainer_choice(cfg, hc.overrides.task, Path(__file__).resolve().parent / "conf")
+        if note:  # the run's record (its config, train/epochs) and its done line say what ran
+            print(f"[hardlinear] {note}", flush=True)
         if hc.mode == RunMode.MULTIRUN:
             run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
         else:

@@ -27,13 +27,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hardlinear.metrics import FEASIBILITY_TOL
 from hardlinear.reporting.labels import method_label, method_order, problem_title
 from hardlinear.reporting.render import Block, Cell, Table, render_latex, render_markdown
 from hardlinear.reporting.stats import check_one_setting, fmt_sci, of_key, summarize, with_keys
 
-FEASIBILITY_TOL = 1e-6
-"""Worst equality or inequality violation (the paper's relative norms) above which a row is marked infeasible:
-far above float64 rounding (~1e-15) and the float32 layer's ~1e-7, far below what a soft method leaves."""
 RESULT_STATUSES = ("ok", "diverged", "")
 """Statuses whose runs have metrics (``""``: legacy CSV rows)."""
 METRICS = (

@@ -148,3 +148,19 @@ def test_legacy_csv_study_draws_without_training_curves_and_says_so(runs, tmp_pa
     captions = (tmp_path / "figs" / "captions.md").read_text()
     assert "trainer: not recorded" in captions  # a legacy row stores no config
     assert f"no training curves for {len(runs)} run(s) without an `epochs.csv`" in captions
+
+
+def test_subtitle_says_the_schedule_the_runs_had(runs, tmp_path):
+    """Issue 44: ``trainer: default`` alone when every run had ``trainer.epochs=100`` misled; the subtitle names the
+    epochs and a budget (with how many runs had it) from the runs' configs."""
+    from hardlinear.harness import results
+
+    for row in runs.to_dict("records"):
+        trainer = {"name": "default", "epochs": 100, **({"time_budget_s": 120} if row["method"] == "dc3" else {})}
+        config = {"study": row["study"], "experiment": row["experiment"], "trainer": trainer, "seed": row["seed"]}
+        body = {k: v for k, v in row.items() if k not in ("study", "trainer")}
+        results.write_record(row["run_dir"], {"identity": row["config_hash"], "study": row["study"], "config": config,
+                                              "status": "ok", "row": body})
+    make_figures([tmp_path], tmp_path / "figs", study="smoke", formats=("png",))
+    captions = (tmp_path / "figs" / "captions.md").read_text()
+    assert "(study: smoke  |  trainer: default, 100 epochs, budget 120 s (2 of 5 runs))" in captions

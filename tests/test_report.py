@@ -65,7 +65,7 @@ def test_the_page_holds_table_figures_and_runs(report):
     rows = {cells[0]: (attrs, cells) for attrs, cells in _rows(page, "study-0")}
     assert 'class="infeasible"' in rows["Penalty †"][0] and rows["Penalty †"][1][6] == "NO"
     assert "infeasible" not in rows["Proposed"][0] and rows["Proposed"][1][6] == "yes"
-    assert "not applicable: HardNet-Aff needs" in rows["hardnet_aff"][1][-1]
+    assert "not applicable: HardNet-Aff needs" in rows["HardNet-Aff"][1][-1]  # labelled as the table labels peers
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert any(name.endswith("_gap_time") for name, _ in images) and any(name.endswith("_training") for name, _ in images)
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for _, data in images)

@@ -70,8 +70,30 @@ def runs_frame(results, study: str | None = None, where: dict | None = None):
 
 
 def _subtitle(runs, study: str) -> str:
+    """``study: s  |  trainer: default, 100 epochs``: the trainer's name and the schedule the runs had (their
+    ``trainer.epochs`` and budget), never the name alone (``default`` with ``trainer.epochs=100`` is not the paper's
+    schedule)."""
     trainers = sorted({str(t) for t in runs["trainer"]}) if "trainer" in runs.columns else [NOT_RECORDED]
-    return f"study: {study}  |  trainer: {', '.join(trainers)}"
+    return f"study: {study}  |  trainer: {', '.join(trainers + _schedule(runs))}"
+
+
+def _schedule(runs) -> list[str]:
+    """``["100 epochs"]``, ``["4-300 epochs", "budget 120 s (2 of 5 runs)"]``: what the runs' configs say."""
+    def values(column: str) -> list[float]:
+        if column not in runs.columns:
+            return []
+        return [float(v) for v in runs[column] if v is not None and v != "" and not (isinstance(v, float) and math.isnan(v))]
+
+    out = []
+    epochs = values("cfg.trainer.epochs")
+    if epochs:
+        low, high = min(epochs), max(epochs)
+        out.append(f"{low:g} epochs" if low == high else f"{low:g}-{high:g} epochs")
+    budgets = values("cfg.trainer.time_budget_s")
+    if budgets:
+        text = "budget " + "/".join(f"{b:g}" for b in sorted(set(budgets))) + " s"
+        out.append(text if len(budgets) == len(runs) else f"{text} ({len(budgets)} of {len(runs)} runs)")
+    return out
 
 
 def _contents(runs) -> list[str]:

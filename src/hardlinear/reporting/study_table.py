@@ -284,6 +284,8 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
                  "(relative norm): the gap of such a row is not comparable with a feasible one's.")
     notes.append("Gap: mean over seeds of each seed's mean relative suboptimality (%), ± the standard deviation over "
                  "seeds; worst: over every test instance of every seed. Violations: mean over seeds (worst over all).")
+    notes.append("Rows: the paper's methods in the paper's order, then the peers (HardNet-Aff, Pinet, FSNet, Gauge, "
+                 "Projection layer), then other methods alphabetically.")
     caption = (f"Study {study}: {len(df)} runs. Settings shared by all its runs that differ from the defaults: "
                + (", ".join(settings) if settings else "none") + "."
                + (" Settings that differ between its runs: " + "; ".join(varying) + "." if varying else ""))

@@ -76,14 +76,20 @@ def test_training_curves_bands_and_zero_on_symlog(runs):
 def test_violation_bars_put_zero_at_zero(runs):
     series = _series(runs)
     fig = violation_figure(series, "t", "study: smoke  |  trainer: fast")
-    (ax,) = fig.axes
+    eq_ax, ax = fig.axes  # equalities beside inequalities: a penalty's equality violation is not left out
+    assert [a.get_title() for a in fig.axes] == ["equality", "inequality"]
     assert ax.get_yscale() == "symlog" and -1e-10 < ax.get_ylim()[0] <= 0.0
     labels = [t.get_text() for t in ax.get_xticklabels()]
     heights = [bar.get_height() for bar in ax.patches]
     mean_heights = dict(zip(labels, heights[: len(labels)]))
+    worst_heights = dict(zip(labels, heights[len(labels):]))
     assert mean_heights["Proposed"] == 0.0 and mean_heights["LDR"] == 0.0
     assert math.isclose(mean_heights["DC3"], 0.105)
+    assert math.isclose(worst_heights["DC3"], 0.22)  # the worst seed's worst (the table's), not the mean 0.21
     assert sum(t.get_text() == "0" for t in ax.texts) == 4  # proposed and LDR, mean and worst, labelled 0
+    eq_heights = dict(zip([t.get_text() for t in eq_ax.get_xticklabels()], [b.get_height() for b in eq_ax.patches]))
+    assert eq_heights["DC3"] == 1e-16  # drawn (below the linear threshold: labelled with its value)
+    assert any(t.get_text() == "1e-16" for t in eq_ax.texts)
 
 
 def test_a_lone_point_is_labelled_and_empty_panels_are_dropped(runs):
@@ -164,3 +170,42 @@ def test_subtitle_says_the_schedule_the_runs_had(runs, tmp_path):
     make_figures([tmp_path], tmp_path / "figs", study="smoke", formats=("png",))
     captions = (tmp_path / "figs" / "captions.md").read_text()
     assert "(study: smoke  |  trainer: default, 100 epochs, budget 120 s (2 of 5 runs))" in captions
+
+
+def test_a_method_without_an_ok_run_is_named_and_paper_markers_only_where_the_paper_has_them(runs, tmp_path):
+    """Issue 44: a not-applicable method vanished from the figures unsaid, and captions promised the paper's grey
+    markers on a problem the paper never ran."""
+    from hardlinear.harness import results
+
+    _write_records(runs)
+    mine = runs.iloc[0].to_dict()
+    na = {k: mine[k] for k in results.IDENTITY_COLUMNS if k in mine}
+    na.update({"method": "hardnet_aff", "config_hash": "na0", "run_dir": str(tmp_path / "na0")})
+    results.write_record(tmp_path / "na0", {"identity": "na0", "study": "smoke", "status": "not_applicable",
+                                            "reason": "HardNet-Aff needs at most n constraint rows", "row": na,
+                                            "config": {"study": "smoke", "trainer": {"name": "fast"}}})
+    make_figures([tmp_path], tmp_path / "figs", study="smoke", formats=("png",))
+    captions = (tmp_path / "figs" / "captions.md").read_text()
+    assert "Not drawn (no ok run): HardNet-Aff: not applicable (HardNet-Aff needs at most n constraint rows)." in captions
+    assert "Hollow markers: the paper's figures" in captions  # dcopf_14 LP is in the paper's tables
+    mine_only = runs.assign(problem="my_problem")
+    for i, row in enumerate(mine_only.to_dict("records")):
+        row["run_dir"] = str(tmp_path / "mine" / str(i))
+        mine_only.loc[mine_only.index[i], "run_dir"] = row["run_dir"]
+    _write_records(mine_only.assign(study="own"))
+    make_figures([tmp_path], tmp_path / "own", study="own", formats=("png",))
+    own = (tmp_path / "own" / "captions.md").read_text()
+    assert "the paper" not in own and "Grey ticks" not in own and "Not drawn" not in own
+
+
+def test_gap_time_legend_flags_the_overall_worst_violation(runs):
+    fig = gap_time_figure(_series(runs), "t", "s", absent=["HardNet-Aff: not applicable"])
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "DC3 (2) INFEASIBLE, worst viol. 2.2e-01" in legend  # max over seeds, as the table; the mean would be 2.1e-01
+    assert "not drawn: HardNet-Aff: not applicable" in legend
+
+
+def test_training_curves_legend_sits_outside_the_panels(runs):
+    fig, _ = training_curves_figure(runs, "t", "s")
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert "hollow diamonds" not in _suptitle(fig)  # no paper reference given: no diamonds promised

@@ -114,9 +114,10 @@ def figures_html(df, study: str) -> str:
     runs = runs[runs["study"] == study]
     if not len(runs):
         return "<p>No figures: the study has no run with status ok to draw.</p>"
+    others = df[(df["study"] == study) & ~df["status"].isin(["ok", ""])]
     with tempfile.TemporaryDirectory(prefix="hardlinear-report-") as tmp:
         try:
-            paths, lines = study_figures(runs, tmp, study, ("png",))
+            paths, lines = study_figures(runs, tmp, study, ("png",), others=others)
         except ValueError as err:  # MixedSettings: a cell mixing settings (the table names them too)
             return f"<p>No figures: {_e(err)}</p>"
         captions, notes = {}, []

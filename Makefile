@@ -34,7 +34,7 @@ test-slow: install  ## only the slow tests
 	$(PY) -m pytest -q -m slow $(ARGS)
 
 lint: install  ## ruff
-	$(VENV)/bin/ruff check src tests scripts benchmarks run.py
+	$(VENV)/bin/ruff check src tests scripts benchmarks probes run.py
 
 docs: install  ## the docs site (MkDocs, API reference from the docstrings) -> site/; strict: a broken link fails
 	$(VENV)/bin/mkdocs build --strict --site-dir $(or $(OUT),site)

@@ -109,3 +109,13 @@ def test_run_py_with_trainer_fast_runs_fast_and_says_so(tmp_path):
         if r.WhichOneof("record_type") == "summary":
             summary.update(_items(r.summary.update))
     assert summary["feasible"] is (not flag) and summary["infeasible"] == flag
+
+
+def test_a_schedule_that_cannot_be_separated_is_refused_in_one_line():
+    from hardlinear.harness.schemas import ConfigError
+
+    overrides = ["problem=dc3_qp", "method=fsnet", "trainer=fast"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+        with pytest.raises(ConfigError, match=r"trainer=gone was named on the command line, but .* name the schedule instead"):
+            apply_trainer_choice(cfg, ["problem=dc3_qp", "method=fsnet", "trainer=gone"], CONF)  # Hydra cannot compose it

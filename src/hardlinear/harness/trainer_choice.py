@@ -41,7 +41,15 @@ def apply_trainer_choice(cfg: DictConfig, overrides: Sequence[str], config_dir: 
     trainer = named_trainer(overrides)
     if trainer is None:
         return ""
-    base = _compose([*overrides, "~problem_method"], config_dir, config_name)
+    try:
+        base = _compose([*overrides, "~problem_method"], config_dir, config_name)
+    except Exception as err:  # noqa: BLE001 - Hydra's errors have no common base; the run is refused in one line
+        from hardlinear.harness.schemas import ConfigError
+
+        raise ConfigError([f"trainer={trainer} was named on the command line, but the config could not be composed "
+                           f"without problem_method/{cfg.problem.name}_{cfg.method.name} to take its schedule "
+                           f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); name the schedule "
+                           "instead: trainer.epochs=N trainer.pretrain_epochs=M"]) from err
     changed = []
     with open_dict(cfg.trainer):
         for key in SCHEDULE_KEYS:

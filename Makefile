@@ -10,7 +10,7 @@ EXTRAS ?= harness,wandb,gurobi,docs,dev
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures aggregate bench bench-quick gpu-check sizes clean
+.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures report aggregate bench bench-quick gpu-check sizes clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ test-slow: install  ## only the slow tests
 	$(PY) -m pytest -q -m slow $(ARGS)
 
 lint: install  ## ruff
-	$(VENV)/bin/ruff check src tests scripts benchmarks run.py
+	$(VENV)/bin/ruff check src tests scripts benchmarks probes run.py
 
 docs: install  ## the docs site (MkDocs, API reference from the docstrings) -> site/; strict: a broken link fails
 	$(VENV)/bin/mkdocs build --strict --site-dir $(or $(OUT),site)
@@ -79,6 +79,9 @@ tables: install  ## a table per study (study.md/.tex/.csv; the paper's layout to
 
 figures: install  ## figures per study (gap-time, violations, training curves) -> results/figures/<study>/*.png, *.pdf; STUDY=, WHERE='key=value'
 	$(PY) scripts/make_figures.py $(SELECT) --out $(or $(OUT),results/figures)
+
+report: install  ## a study in the browser (table, figures, runs; self-contained) -> results/reports/<study>/index.html; STUDY=, WHERE='key=value'
+	$(PY) scripts/make_report.py $(SELECT) --out $(or $(OUT),results/reports)
 
 bench: install  ## all benchmarks (long)
 	$(PY) benchmarks/run_all.py --full

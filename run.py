@@ -19,10 +19,20 @@ def main(cfg: DictConfig) -> None:
 
     hc = HydraConfig.get()
     try:
+        from hardlinear.harness.trainer_choice import apply_trainer_choice
+
+        note = apply_trainer_choice(cfg, hc.overrides.task, Path(__file__).resolve().parent / "conf")
+        if note:  # the run's record (its config, train/epochs) and its done line say what ran
+            print(f"[hardlinear] {note}", flush=True)
         if hc.mode == RunMode.MULTIRUN:
             run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
         else:
-            run(cfg, hc.runtime.output_dir)
+            row = run(cfg, hc.runtime.output_dir)
+            if row is not None and row.get("status") == "ok":  # what to do next, with this run's own paths
+                from hardlinear.harness.next_steps import next_steps
+                from hardlinear.harness.results import study_of
+
+                print(next_steps(row["run_dir"], study_of({"study": cfg.get("study"), "experiment": cfg.get("experiment")})), flush=True)
     except DiskFull as err:  # one line, not three chained tracebacks
         print(f"error: {err.strerror}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/getting_started.md", "docs/own_problem.md", "docs/harness.md"]
+PAGES = ["README.md", "docs/getting_started.md", "docs/own_problem.md", "docs/harness.md", "docs/gpu.md"]
 
 
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -76,14 +76,20 @@ def test_training_curves_bands_and_zero_on_symlog(runs):
 def test_violation_bars_put_zero_at_zero(runs):
     series = _series(runs)
     fig = violation_figure(series, "t", "study: smoke  |  trainer: fast")
-    (ax,) = fig.axes
+    eq_ax, ax = fig.axes  # equalities beside inequalities: a penalty's equality violation is not left out
+    assert [a.get_title() for a in fig.axes] == ["equality", "inequality"]
     assert ax.get_yscale() == "symlog" and -1e-10 < ax.get_ylim()[0] <= 0.0
     labels = [t.get_text() for t in ax.get_xticklabels()]
     heights = [bar.get_height() for bar in ax.patches]
     mean_heights = dict(zip(labels, heights[: len(labels)]))
+    worst_heights = dict(zip(labels, heights[len(labels):]))
     assert mean_heights["Proposed"] == 0.0 and mean_heights["LDR"] == 0.0
     assert math.isclose(mean_heights["DC3"], 0.105)
+    assert math.isclose(worst_heights["DC3"], 0.22)  # the worst seed's worst (the table's), not the mean 0.21
     assert sum(t.get_text() == "0" for t in ax.texts) == 4  # proposed and LDR, mean and worst, labelled 0
+    eq_heights = dict(zip([t.get_text() for t in eq_ax.get_xticklabels()], [b.get_height() for b in eq_ax.patches]))
+    assert eq_heights["DC3"] == 1e-16  # drawn (below the linear threshold: labelled with its value)
+    assert any(t.get_text() == "1e-16" for t in eq_ax.texts)
 
 
 def test_a_lone_point_is_labelled_and_empty_panels_are_dropped(runs):
@@ -148,3 +154,58 @@ def test_legacy_csv_study_draws_without_training_curves_and_says_so(runs, tmp_pa
     captions = (tmp_path / "figs" / "captions.md").read_text()
     assert "trainer: not recorded" in captions  # a legacy row stores no config
     assert f"no training curves for {len(runs)} run(s) without an `epochs.csv`" in captions
+
+
+def test_subtitle_says_the_schedule_the_runs_had(runs, tmp_path):
+    """Issue 44: ``trainer: default`` alone when every run had ``trainer.epochs=100`` misled; the subtitle names the
+    epochs and a budget (with how many runs had it) from the runs' configs."""
+    from hardlinear.harness import results
+
+    for row in runs.to_dict("records"):
+        trainer = {"name": "default", "epochs": 100, **({"time_budget_s": 120} if row["method"] == "dc3" else {})}
+        config = {"study": row["study"], "experiment": row["experiment"], "trainer": trainer, "seed": row["seed"]}
+        body = {k: v for k, v in row.items() if k not in ("study", "trainer")}
+        results.write_record(row["run_dir"], {"identity": row["config_hash"], "study": row["study"], "config": config,
+                                              "status": "ok", "row": body})
+    make_figures([tmp_path], tmp_path / "figs", study="smoke", formats=("png",))
+    captions = (tmp_path / "figs" / "captions.md").read_text()
+    assert "(study: smoke  |  trainer: default, 100 epochs, budget 120 s (2 of 5 runs))" in captions
+
+
+def test_a_method_without_an_ok_run_is_named_and_paper_markers_only_where_the_paper_has_them(runs, tmp_path):
+    """Issue 44: a not-applicable method vanished from the figures unsaid, and captions promised the paper's grey
+    markers on a problem the paper never ran."""
+    from hardlinear.harness import results
+
+    _write_records(runs)
+    mine = runs.iloc[0].to_dict()
+    na = {k: mine[k] for k in results.IDENTITY_COLUMNS if k in mine}
+    na.update({"method": "hardnet_aff", "config_hash": "na0", "run_dir": str(tmp_path / "na0")})
+    results.write_record(tmp_path / "na0", {"identity": "na0", "study": "smoke", "status": "not_applicable",
+                                            "reason": "HardNet-Aff needs at most n constraint rows", "row": na,
+                                            "config": {"study": "smoke", "trainer": {"name": "fast"}}})
+    make_figures([tmp_path], tmp_path / "figs", study="smoke", formats=("png",))
+    captions = (tmp_path / "figs" / "captions.md").read_text()
+    assert "Not drawn (no ok run): HardNet-Aff: not applicable (HardNet-Aff needs at most n constraint rows)." in captions
+    assert "Hollow markers: the paper's figures" in captions  # dcopf_14 LP is in the paper's tables
+    mine_only = runs.assign(problem="my_problem")
+    for i, row in enumerate(mine_only.to_dict("records")):
+        row["run_dir"] = str(tmp_path / "mine" / str(i))
+        mine_only.loc[mine_only.index[i], "run_dir"] = row["run_dir"]
+    _write_records(mine_only.assign(study="own"))
+    make_figures([tmp_path], tmp_path / "own", study="own", formats=("png",))
+    own = (tmp_path / "own" / "captions.md").read_text()
+    assert "the paper" not in own and "Grey ticks" not in own and "Not drawn" not in own
+
+
+def test_gap_time_legend_flags_the_overall_worst_violation(runs):
+    fig = gap_time_figure(_series(runs), "t", "s", absent=["HardNet-Aff: not applicable"])
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "DC3 (2) INFEASIBLE, worst viol. 2.2e-01" in legend  # max over seeds, as the table; the mean would be 2.1e-01
+    assert "not drawn: HardNet-Aff: not applicable" in legend
+
+
+def test_training_curves_legend_sits_outside_the_panels(runs):
+    fig, _ = training_curves_figure(runs, "t", "s")
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert "hollow diamonds" not in _suptitle(fig)  # no paper reference given: no diamonds promised

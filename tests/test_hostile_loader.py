@@ -123,12 +123,12 @@ def test_a_run_resume_check_survives_a_hostile_results_root(tmp_path):
     assert any("nested too deep" in str(w.message) for w in caught)
 
 
-@pytest.mark.parametrize("script", ["make_tables", "aggregate"])
+@pytest.mark.parametrize("script", ["make_tables", "aggregate", "make_report"])
 def test_make_tables_and_aggregate_go_on_past_a_hostile_root(tmp_path, script):
     root = tmp_path / "results"
     _hostile_root(root)
     _good(root)
-    args = ["--out", str(tmp_path / ("t" if script == "make_tables" else "agg.csv"))]
+    args = ["--out", str(tmp_path / ("agg.csv" if script == "aggregate" else "t"))]
     out = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--results", str(root), *args],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120,
@@ -137,6 +137,8 @@ def test_make_tables_and_aggregate_go_on_past_a_hostile_root(tmp_path, script):
     assert "nested too deep" in out.stderr
     if script == "aggregate":
         assert out.returncode == 0 and out.stdout.startswith("1 runs")
+    elif script == "make_report":  # the good run's study gets its page
+        assert out.returncode == 0 and (tmp_path / "t" / "s" / "index.html").exists()
     else:  # study "s" has none of the paper's problems: said, not an error of the loader
         assert "study s:" in out.stdout
 
@@ -156,7 +158,7 @@ def test_a_study_that_is_not_one_folder_name_is_refused_by_config_validation(nam
         validate_config(cfg)
 
 
-@pytest.mark.parametrize("script", ["make_tables", "make_figures"])
+@pytest.mark.parametrize("script", ["make_tables", "make_figures", "make_report"])
 @pytest.mark.parametrize("name", ["../../escape", "/tmp/abs-escape-hardlinear"])
 def test_make_tables_and_figures_refuse_an_escaping_study_and_write_nothing(tmp_path, script, name):
     root = tmp_path / "results"

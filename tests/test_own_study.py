@@ -76,7 +76,7 @@ def test_own_npz_study_start_to_finish(tmp_path):
     md = (out / "ed" / "study.md").read_text()
     for label in ("| Proposed |", "| LDR |", "| Penalty † |"):
         assert label in md, label
-    assert "| hardnet_aff | 1 |" in md and "not applicable: HardNet-Aff needs" in md
+    assert "| HardNet-Aff | 1 |" in md and "not applicable: HardNet-Aff needs" in md
     assert "trainer.name=fast" in md and "trainer.epochs=4" in md  # the shared settings that differ from the defaults
     assert (out / "ed" / "study.tex").exists() and "not_applicable" in (out / "ed" / "study.csv").read_text()
 

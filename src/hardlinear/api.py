@@ -31,6 +31,7 @@ def feasibility_layer(
     gradient: str = "argmax",
     progress: bool = True,
     out_of_domain: str = "count",
+    warn_low_precision: bool = True,
 ):
     """Solve (or load from ``cache_dir``) the decision rule of ``constraints`` and return the layer
     ``layer(theta: (B, k), y_task: (B, n)) -> y: (B, n)``, feasible for every ``theta`` in the box.
@@ -41,6 +42,10 @@ def feasibility_layer(
     ``rule_objective="auto"`` (the default): the cost-aware rule when the constraints carry an objective (``c``,
     ``Q``): it kept half the margin and cut the LDR's gap on every paper problem (docs/cost_aware_rule.md); the
     paper's margin rule otherwise. Other options as in :func:`~hardlinear.rules.decision_rule.solve_decision_rule`.
+
+    The output has ``y_task``'s dtype: a float32 network's output comes back float32, its equalities holding to
+    float32 rounding (~1e-7 relative) rather than ~1e-15; the layer warns once then (``warn_low_precision=False``
+    silences it). Pass ``y_task.double()`` for float64 outputs.
     """
     from hardlinear.layers.feasibility import FeasibilityLayer
     from hardlinear.rules.decision_rule import solve_decision_rule
@@ -52,4 +57,5 @@ def feasibility_layer(
         target, solver=solver, cache_dir=cache_dir, rule_objective=rule_objective, margin_fraction=margin_fraction,
         max_margin=max_margin, progress=progress,
     )
-    return FeasibilityLayer(target.family, rule, gradient=gradient, out_of_domain=out_of_domain)
+    return FeasibilityLayer(target.family, rule, gradient=gradient, out_of_domain=out_of_domain,
+                            warn_low_precision=warn_low_precision)

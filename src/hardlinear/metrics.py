@@ -8,6 +8,20 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+FEASIBILITY_TOL = 1e-6
+"""Worst equality or inequality violation (the paper's relative norms) above which a run is marked infeasible (the
+study table, the ``done`` line, W&B's summary): far above float64 rounding (~1e-15) and the float32 layer's ~1e-7,
+far below what a soft method leaves."""
+
+
+def infeasibility(metrics: dict) -> str:
+    """``""`` for a run whose worst test violations stay within ``FEASIBILITY_TOL``, else why it is infeasible (the
+    same rule as the study table's Feasible column), e.g. ``"INFEASIBLE: worst ineq. violation 2.8e-02 > 1e-06"``."""
+    worst = {name: float(metrics.get(f"test/{key}_viol_worst", float("nan"))) for name, key in (("eq.", "eq"), ("ineq.", "ineq"))}
+    over = [f"worst {name} violation {value:.1e}" for name, value in worst.items() if value > FEASIBILITY_TOL]
+    return f"INFEASIBLE: {', '.join(over)} > {FEASIBILITY_TOL:g}" if over else ""
+
+
 METRIC_KEYS = (
     "gap_mean",
     "gap_worst",

@@ -37,6 +37,7 @@ from hardlinear.harness.preflight import check_batch_memory, setup_method
 from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
+from hardlinear.metrics import infeasibility
 from hardlinear.problems import build_problem
 from hardlinear.solvers import SolverUnavailable
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
@@ -222,12 +223,16 @@ def provenance(device: str) -> dict:
 
 def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None, loggers=None) -> dict:
     """Write the run's record (``results.write_record``) and return its row; the loggers get its status (W&B's
-    summary: status, reason, study, identity, problem content)."""
+    summary: status, reason, study, identity, problem content, and for a run with metrics ``feasible`` and
+    ``infeasible``, the study table's verdict)."""
     row = {**identity, "timestamp": _now(), "status": status, **(metrics or {})}
     results.write_record(run_dir, {**record, "status": status, "reason": reason, "row": row})
     if loggers is not None:
-        loggers.log_status({"status": status, "reason": reason, "study": record["study"], "identity": record["identity"],
-                            "problem_sha256": identity.get("problem_sha256", "")})
+        summary = {"status": status, "reason": reason, "study": record["study"], "identity": record["identity"],
+                   "problem_sha256": identity.get("problem_sha256", "")}
+        if metrics:
+            summary.update({"feasible": not infeasibility(metrics), "infeasible": infeasibility(metrics)})
+        loggers.log_status(summary)
     return row
 
 
@@ -295,13 +300,25 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     if diverged:
         print(f"[hardlinear] DIVERGED {label}: {diverged}; recorded as status=diverged", file=sys.stderr, flush=True)
         return row
-    print(
-        f"[hardlinear] done {problem.name}/{method.name}: gap {metrics['test/gap_mean']:.3f}% "
-        f"(worst {metrics['test/gap_worst']:.3f}), eq {metrics['test/eq_viol_worst']:.1e}, "
-        f"ineq {metrics['test/ineq_viol_worst']:.1e}, {metrics['test/time_ms']:.2f} ms/instance",
-        flush=True,
-    )
+    print(done_line(f"{problem.name}/{method.name}", metrics, trainer_cfg, str(cfg.trainer.get("name", "")), method.trainable), flush=True)
     return row
+
+
+def done_line(label: str, metrics: dict, trainer: TrainerConfig, trainer_name: str, trainable: bool = True) -> str:
+    """The line a finished run prints: accuracy, violations (flagged ``INFEASIBLE`` as the study table would), time,
+    and what training ran (trainer, epochs, the budget when one stopped it)."""
+    flag = infeasibility(metrics)
+    line = (f"[hardlinear] done {label}: gap {metrics['test/gap_mean']:.3f}% (worst {metrics['test/gap_worst']:.3f}), "
+            f"eq {metrics['test/eq_viol_worst']:.1e}, ineq {metrics['test/ineq_viol_worst']:.1e}"
+            f"{' ' + flag if flag else ''}, {metrics['test/time_ms']:.2f} ms/instance")
+    if not trainable:
+        return line + f"; not trained (trainer {trainer_name})"
+    ran = metrics.get("train/epochs", float("nan"))
+    line += f"; trained {ran:.4g} of {trainer.epochs} epochs (trainer {trainer_name}"
+    if trainer.time_budget_s is not None:
+        spent = "spent" if metrics.get("train/budget_spent") else "not spent"
+        line += f", budget {trainer.time_budget_s:g} s {spent}"
+    return line + f", {metrics.get('train/time_s', float('nan')):.1f} s)"
 
 
 def stage_times(clock: dict[str, float], offline_s: float, fit) -> dict[str, float]:

@@ -66,6 +66,34 @@ def sweep_summary(counts: Counter, total: int, seconds: float, sweep_dir: Path |
             f"({by_status})" + (f"; {skipped} skipped, already recorded before (rerun=true runs them again)" if skipped else ""))
 
 
+def duration(seconds: float) -> str:
+    """``42 s``, ``12 min``, ``3.4 h``: a wall time as a person reads it in a log line."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def time_left(elapsed: float, done: int, total: int) -> str:
+    """``"; 2 of 6 done in 4 min, about 8 min left"``: the remaining runs at the mean pace of the finished ones (a
+    sweep whose methods differ in cost makes it rough; runs skipped as already recorded make it low). ``""`` before
+    the first run finishes or when the total is not known."""
+    if done <= 0 or total <= 0:
+        return ""
+    so_far = f"; {done} of {total} done in {duration(elapsed)}"
+    return so_far if done >= total else so_far + f", about {duration((total - done) * elapsed / done)} left"
+
+
+SHOWN_FIRST = ("problem", "method", "seed")
+
+
+def run_line(number: int, total: int, choices: dict[str, Any], seed: Any, overrides: list[str], eta: str = "") -> str:
+    """The ``[run i/N]`` line before a job: its problem, method and seed, then every other override of the job
+    (``method.refine=dr``, ``trainer=fast``), so two runs of a sweep never print the same line."""
+    others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in SHOWN_FIRST]
+    head = f"[run {number}/{total or '?'}] problem={choices.get('problem')} method={choices.get('method')} seed={seed}"
+    return " ".join([head, *others]) + eta
+
+
 def remove_empty_sweep_dir(sweep_dir: Path | None) -> None:
     """A sweep directory left with nothing but Hydra's ``multirun.yaml`` (every run skipped) is removed."""
     import shutil
@@ -157,19 +185,18 @@ class SweepProgress(Callback):
             self.bar.update(finished - self.done)
             self.done = finished
             if self.bar.disable:
-                print(f"[sweep] {self.done}/{self.total or '?'} runs done", flush=True)
+                print(f"[sweep] {self.done}/{self.total or '?'} runs done"
+                      + time_left(time.perf_counter() - self.t0, self.done, self.total), flush=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.bar is None:
             return
         if not self.bar.disable:
             self._route_output()
-        choices = config.hydra.runtime.choices
-        print(
-            f"\n[run {self.done + 1}/{self.total or '?'}] problem={choices.get('problem')} method={choices.get('method')} "
-            f"seed={config.get('seed')}",
-            flush=True,
-        )
+        eta = time_left(time.perf_counter() - self.t0, self.done, self.total)
+        line = run_line(self.done + 1, self.total, dict(config.hydra.runtime.choices), config.get("seed"),
+                        list(config.hydra.overrides.task), eta)
+        print("\n" + line, flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         if self.bar is None:

@@ -221,6 +221,10 @@ class FeasibilityLayer(nn.Module):
         rounding_guard: the factor ``c`` of the rounding guard (module docstring); 0 turns it off.
         out_of_domain: what to do with inputs outside the box (where nothing is guaranteed): ``"count"`` (only
             ``last_stats``), ``"warn"`` or ``"error"`` (both look at the flags, a device sync).
+        warn_low_precision: warn (once per layer) when ``y_task`` is not float64: the output comes back in
+            ``y_task``'s dtype, so its equalities hold to that dtype's rounding (float32: ~1e-7 relative, not
+            ~1e-15). On in :func:`hardlinear.feasibility_layer`, where a float32 network's output used to pass
+            silently; off here, for the methods that choose their dtype.
 
     Device syncs: one per call (``nonfinite.any()``, to skip the row replacement when nothing is wrong), plus
     the domain policy's when it is not ``"count"``.
@@ -241,6 +245,7 @@ class FeasibilityLayer(nn.Module):
         alpha_margin: float = 0.0,
         rounding_guard: float = 4.0,
         out_of_domain: str = "count",
+        warn_low_precision: bool = False,
     ) -> None:
         super().__init__()
         if gradient not in GRADIENTS:
@@ -270,6 +275,7 @@ class FeasibilityLayer(nn.Module):
         self.ste_temperature, self.alpha_margin = float(ste_temperature), float(alpha_margin)
         self.rounding_guard, self.out_of_domain = float(rounding_guard), out_of_domain
         self._last: tuple[torch.Tensor, ...] | None = None
+        self.warn_low_precision = bool(warn_low_precision)
 
     def extra_repr(self) -> str:
         return f"n={self.n}, gradient={self.gradient}, alpha_dtype={self.alpha_dtype}"
@@ -370,6 +376,13 @@ class FeasibilityLayer(nn.Module):
         out_dtype = y_task.dtype if out_dtype is None else out_dtype
         if y_task.shape[0] == 0:  # an empty batch: nothing to correct
             return (y_task + 0.0).to(out_dtype)
+        if self.warn_low_precision and out_dtype != torch.float64:
+            self.warn_low_precision = False  # once per layer: a training loop would repeat it every step
+            warnings.warn(
+                f"hardlinear: y_task is {_dtype_name(out_dtype)}, so the layer returns {_dtype_name(out_dtype)} and the "
+                f"equalities hold only to its rounding (about {torch.finfo(out_dtype).eps:.0e} relative, against ~1e-15 "
+                "in float64); pass y_task.double() for float64 outputs (the blend is computed in float64 either way), "
+                "or feasibility_layer(..., warn_low_precision=False) to keep float32 quietly", UserWarning, stacklevel=2)
         work = torch.promote_types(self.alpha_dtype, out_dtype)
 
         # --- equality projection, slacks and what each row needs, in the working dtype ---

@@ -9,15 +9,19 @@ The harness calls, in order:
    target for the first epochs (the proposed method's safe output); ``method.supervised`` methods are fit by
    MSE to reference solutions instead (``method.solution_target``).
 3. ``method.predict(xi)``: inference, the path that is timed and evaluated; returns a :class:`Prediction`
-   (``y`` in the problem's form and the correction iterations per instance).
+   (``y`` in the problem's form and the correction iterations per instance). A numpy array is accepted too
+   (:func:`accepts_numpy`): numpy in, numpy out.
 
 Adding a method is a module implementing this class and a config in ``conf/method/`` that instantiates it.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -48,7 +52,8 @@ class Context:
 
 @dataclass
 class Prediction:
-    """``y: (B, n)`` in the problem's form; ``iterations: (B,)`` correction steps (1 for one-shot methods)."""
+    """``y: (B, n)`` in the problem's form; ``iterations: (B,)`` correction steps (1 for one-shot methods); numpy
+    arrays when ``predict`` was given one (:func:`accepts_numpy`)."""
 
     y: torch.Tensor
     iterations: torch.Tensor
@@ -65,8 +70,49 @@ def check_dtype(layer_dtype: str) -> torch.dtype:
     return DTYPES[layer_dtype]
 
 
+def accepts_numpy(predict: Callable) -> Callable:
+    """Let ``predict`` take a numpy array ``xi: (B, k)`` or one input ``(k,)`` as well as a tensor.
+
+    Why: a user with numpy data got ``AttributeError: 'numpy.ndarray' object has no attribute 'to'``. A numpy input
+    is read as float64 (the harness's inputs), moved to the method's device and predicted without gradients; the
+    :class:`Prediction` comes back with numpy ``y: (B, n)`` and ``iterations: (B,)`` (``(n,)`` and ``()`` for one
+    input), ``y`` in the dtype the method computes it (a float32 network's layer output stays float32). A tensor
+    goes through untouched, so the timed path is unchanged. Every subclass's ``predict`` is wrapped
+    (:meth:`Method.__init_subclass__`)."""
+    if getattr(predict, "_accepts_numpy", False):
+        return predict
+
+    @functools.wraps(predict)
+    def wrapper(self, xi, *args, **kwargs):
+        if isinstance(xi, torch.Tensor):
+            return predict(self, xi, *args, **kwargs)
+        if not isinstance(xi, np.ndarray):
+            raise TypeError(f"{type(self).__name__}.predict takes a torch.Tensor or a numpy array of inputs (B, k); "
+                            f"got {type(xi).__name__}")
+        single = xi.ndim == 1
+        tensor = torch.as_tensor(np.asarray(xi, dtype=np.float64), device=_device_of(self))
+        with torch.no_grad():
+            pred = predict(self, tensor[None] if single else tensor, *args, **kwargs)
+        y, iterations = pred.y.detach().cpu().numpy(), pred.iterations.detach().cpu().numpy()
+        return Prediction(y=y[0] if single else y, iterations=iterations[0] if single else iterations, extras=pred.extras)
+
+    wrapper._accepts_numpy = True
+    return wrapper
+
+
+def _device_of(module: nn.Module) -> torch.device:
+    for tensor in (*module.parameters(), *module.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
 class Method(nn.Module):
     """Base class of every method; subclasses override what differs."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "predict" in cls.__dict__:  # numpy inputs for every method's own predict
+            cls.predict = accepts_numpy(cls.__dict__["predict"])
 
     name: str = "method"
     trainable: bool = True  # has parameters the trainer fits
@@ -105,8 +151,10 @@ class Method(nn.Module):
         return self(xi)
 
     @torch.no_grad()
-    def predict(self, xi: torch.Tensor) -> Prediction:
-        """Inference: prediction and iterations (default: ``forward``, one iteration)."""
+    @accepts_numpy
+    def predict(self, xi: torch.Tensor | np.ndarray) -> Prediction:
+        """Inference: prediction and iterations (default: ``forward``, one iteration); numpy in, numpy out
+        (:func:`accepts_numpy`)."""
         y = self(xi)
         return Prediction(y=y, iterations=torch.ones(xi.shape[0], dtype=torch.long, device=y.device))
 

@@ -14,6 +14,9 @@
     A_in     (p, k)        an input polytope  A_in xi <= b_in           optional (cut by lo/hi when both given)
     b_in     (p,)                                                       with A_in
     train_inputs, val_inputs, test_inputs  (N, k)  fixed inputs of a split   optional
+    variable_names  (n,)       names of the variables y (strings)          optional: messages read them
+    eq_names        (m_eq,)    names of the equality rows                   optional
+    ineq_names      (m_ineq,)  names of the inequality rows                 optional
 
 A matrix may be dense or sparse: a sparse ``M`` is stored as the CSR triplet ``M_data, M_indices, M_indptr``
 plus ``M_shape`` (``scipy.sparse.csr_matrix`` attributes). Shapes are checked before anything is solved, and
@@ -28,6 +31,10 @@ Fixed inputs replace the seeded samples of their split: ``val_inputs`` and ``tes
 validation and test sets, ``train_inputs`` the trainer's training set (see :mod:`hardlinear.data` and
 ``hardlinear.train.trainer``). The variables are free (add bounds as rows of ``H``); the default form is
 ``inequality`` (the constraints as given; ``form=standard`` appends a slack per inequality row).
+
+Names (``numpy.savez(path, ..., variable_names=np.array(["charge[0]", ...]))``) change no result: messages that
+name a row or a variable use them (the decision rule's binding row reads ``row 21 (soc_max[3]): +1 soc[3] <= 4``
+instead of ``row 21: +1 y[14] <= 4``).
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from hardlinear.problems.base import Form, Objective, Problem
 
 SPLIT_KEYS = {"train": "train_inputs", "val": "val_inputs", "test": "test_inputs"}
 MATRIX_KEYS = ("Q", "G", "Gx", "H", "Hx")
-KNOWN_KEYS = ("c", "Q", "G", "g0", "Gx", "H", "h0", "Hx", "lo", "hi", "A_in", "b_in", *SPLIT_KEYS.values())
+NAME_KEYS = ("variable_names", "eq_names", "ineq_names")
+KNOWN_KEYS = ("c", "Q", "G", "g0", "Gx", "H", "h0", "Hx", "lo", "hi", "A_in", "b_in", *SPLIT_KEYS.values(), *NAME_KEYS)
 CSR_PARTS = ("data", "indices", "indptr", "shape")
 # Inputs may sit outside the box by this much (rounding of a file written in float32, say).
 BOX_TOL = 1e-9
@@ -234,6 +242,27 @@ def family_from_arrays(arrays: Mapping[str, Any]) -> tuple[JointlyLinearFamily, 
     return family, Objective(c=c, Q=Q if Q is not None and Q.nnz else None), given
 
 
+def names_from_arrays(arrays: Mapping[str, Any], family: JointlyLinearFamily) -> dict[str, list[str] | None]:
+    """The optional names (``variable_names``, ``eq_names``, ``ineq_names``) as lists of strings, each as long as
+    what it names, or None where absent; a ValueError naming the fix otherwise."""
+    lengths = {"variable_names": (family.n, "n variables"), "eq_names": (family.m_eq, "m_eq equality rows"),
+               "ineq_names": (family.m_ineq, "m_ineq inequality rows")}
+    out: dict[str, list[str] | None] = {}
+    for key, (length, what) in lengths.items():
+        value = arrays.get(key)
+        if value is None:
+            out[key] = None
+            continue
+        names = np.asarray(value)
+        if names.dtype.kind not in "US" or names.ndim != 1:
+            raise ValueError(f"{key} must be a 1-D array of strings (numpy.array(['a', 'b', ...])); got dtype {names.dtype}, "
+                             f"shape {names.shape}")
+        if names.shape != (length,):
+            raise ValueError(f"{key} must name each of the {what}: shape ({length},); got {names.shape}")
+        out[key] = [v.decode() if isinstance(v, bytes) else str(v) for v in names.tolist()]
+    return out
+
+
 def _input_set(arrays: Mapping[str, Any]) -> tuple[InputBox, Any]:
     """The input box, or the polytope ``A_in xi <= b_in`` (cut by ``lo, hi`` when given) and its bounding box."""
     has_box = [key in arrays for key in ("lo", "hi")]
@@ -276,6 +305,8 @@ class LinearProblem(Problem):
         self.path = None if path is None else str(path)
         super().__init__(family, objective, "qp" if objective.is_quadratic else "lp", form, name)
         self.given_inputs = given
+        names = names_from_arrays(source, family)  # for messages only (the decision rule's binding row, ...)
+        self.variable_names, self.eq_names, self.ineq_names = names["variable_names"], names["eq_names"], names["ineq_names"]
         self.cost_moments = None  # the cost-aware rule's expectation: the box's closed form, or the polytope's samples
         if family.polytope is not None:
             from hardlinear.moments import sample_moments

@@ -70,8 +70,30 @@ def runs_frame(results, study: str | None = None, where: dict | None = None):
 
 
 def _subtitle(runs, study: str) -> str:
+    """``study: s  |  trainer: default, 100 epochs``: the trainer's name and the schedule the runs had (their
+    ``trainer.epochs`` and budget), never the name alone (``default`` with ``trainer.epochs=100`` is not the paper's
+    schedule)."""
     trainers = sorted({str(t) for t in runs["trainer"]}) if "trainer" in runs.columns else [NOT_RECORDED]
-    return f"study: {study}  |  trainer: {', '.join(trainers)}"
+    return f"study: {study}  |  trainer: {', '.join(trainers + _schedule(runs))}"
+
+
+def _schedule(runs) -> list[str]:
+    """``["100 epochs"]``, ``["4-300 epochs", "budget 120 s (2 of 5 runs)"]``: what the runs' configs say."""
+    def values(column: str) -> list[float]:
+        if column not in runs.columns:
+            return []
+        return [float(v) for v in runs[column] if v is not None and v != "" and not (isinstance(v, float) and math.isnan(v))]
+
+    out = []
+    epochs = values("cfg.trainer.epochs")
+    if epochs:
+        low, high = min(epochs), max(epochs)
+        out.append(f"{low:g} epochs" if low == high else f"{low:g}-{high:g} epochs")
+    budgets = values("cfg.trainer.time_budget_s")
+    if budgets:
+        text = "budget " + "/".join(f"{b:g}" for b in sorted(set(budgets))) + " s"
+        out.append(text if len(budgets) == len(runs) else f"{text} ({len(budgets)} of {len(runs)} runs)")
+    return out
 
 
 def _contents(runs) -> list[str]:
@@ -150,10 +172,12 @@ def _titles(fig, ax, title: str, subtitle: str) -> None:
 
 
 # --- figures ------------------------------------------------------------------------------------------------
-def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str, dict[str, float]] | None = None):
+def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str, dict[str, float]] | None = None,
+                    absent: list[str] | None = None):
     """Mean gap (%) against mean time per instance (ms, log axis), error bars = std over seeds; the paper's
     points, where it has them, as hollow markers of the same method's colour and shape (methods only the paper
-    has get their own entry). Returns None when no method of ours has a point."""
+    has get their own entry); ``absent`` (``"HardNet-Aff: not applicable"``): the study's methods without an ok run
+    here, named under the legend so that none disappears unsaid. Returns None when no method of ours has a point."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
@@ -206,13 +230,17 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
     if flagged:
         handles.append(Line2D([], [], marker="x", ls="", color="red", ms=9, mew=2.0))
         labels.append(f"red x: infeasible (worst violation > {FEASIBILITY_TOL:g}); its gap is no win")
+    for text in absent or []:
+        handles.append(Line2D([], [], ls=""))
+        labels.append(f"not drawn: {text}")
     ax.legend(handles, labels, fontsize=7, title="method (seeds)", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
 def worst_violation(stats) -> float:
-    """The larger of a row's worst equality and inequality violations (means over seeds); 0 when not recorded."""
-    values = [stats.mean.get(c, math.nan) for c in ("test/eq_viol_worst", "test/ineq_viol_worst")]
+    """The larger of a row's worst equality and inequality violations, over every test instance of every seed (the
+    study table's "(worst)", not a mean of the seeds' worsts); 0 when not recorded."""
+    values = [stats.worst.get(c, math.nan) for c in ("test/eq_viol_worst", "test/ineq_viol_worst")]
     values = [v for v in values if not math.isnan(v)]
     return max(values) if values else 0.0
 
@@ -270,37 +298,43 @@ def _symlog_violation_axis(ax, label: str) -> None:
 
 
 def violation_figure(series, title: str, subtitle: str = "", reference: dict[str, dict[str, float]] | None = None):
-    """Bars of mean and worst relative inequality violation per method on a symmetric-log axis: a zero is a
-    bar of height zero labelled ``0``. The paper's mean and worst, where it prints them, as grey ticks."""
+    """Bars of mean and worst relative violation per method, equalities (left) and inequalities (right), on
+    symmetric-log axes: a zero is a bar of height zero labelled ``0``. Mean: over seeds of each seed's mean; worst:
+    over every test instance of every seed (the table's "(worst)"). The paper's inequality mean and worst, where it
+    prints them, as grey ticks. None when no method has a violation recorded."""
     from matplotlib.figure import Figure
 
-    rows = [(label, s) for label, s in series
-            if not (math.isnan(s.mean["test/ineq_viol_mean"]) and math.isnan(s.mean["test/ineq_viol_worst"]))]
+    cols = ("test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean", "test/ineq_viol_worst")
+    rows = [(label, s) for label, s in series if not all(math.isnan(s.mean.get(c, math.nan)) for c in cols)]
     if not rows:
         return None
-    fig = Figure(figsize=(max(4.6, 0.8 * len(rows) + 2.4), 4.4))
-    ax = fig.add_subplot()
+    fig = Figure(figsize=(2 * max(3.6, 0.7 * len(rows) + 1.6), 4.4))
+    axes = fig.subplots(1, 2)
     width = 0.38
-    for offset, col, name in ((-width / 2, "test/ineq_viol_mean", "mean"), (width / 2, "test/ineq_viol_worst", "worst")):
-        xs = [i + offset for i in range(len(rows))]
-        values = [s.mean[col] for _, s in rows]
-        ax.bar(xs, [0.0 if math.isnan(v) else v for v in values], width, label=name)
-        for x, v in zip(xs, values):
-            if math.isnan(v) or v < VIOLATION_LINTHRESH:  # no visible bar: say what is there
-                text = "n/a" if math.isnan(v) else ("0" if v == 0.0 else f"{v:.0e}")
-                ax.annotate(text, (x, 0.0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=6,
-                            rotation=0 if len(text) < 3 else 90, va="bottom")
-        ref_key = "ineq_viol_mean" if name == "mean" else "ineq_viol_worst"
-        for x, (label, _) in zip(xs, rows):
-            ref = (reference or {}).get(label, {}).get(ref_key, math.nan)
-            if not math.isnan(ref):
-                ax.plot([x - width / 2, x + width / 2], [ref, ref], color="0.3", lw=1.5,
-                        label="paper" if "paper" not in ax.get_legend_handles_labels()[1] else None)
-    _symlog_violation_axis(ax, "inequality violation (relative norm)")
-    ax.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=35, ha="right", fontsize=7)
-    _titles(fig, ax, title, subtitle)
-    ax.legend(fontsize=7, loc="upper right")
-    ax.grid(True, axis="y", which="both", alpha=0.3)
+    for ax, kind, name in zip(axes, ("eq", "ineq"), ("equality", "inequality")):
+        for offset, which in ((-width / 2, "mean"), (width / 2, "worst")):
+            col = f"test/{kind}_viol_{which}"
+            xs = [i + offset for i in range(len(rows))]
+            values = [s.mean.get(col, math.nan) if which == "mean" else s.worst.get(col, math.nan) for _, s in rows]
+            ax.bar(xs, [0.0 if math.isnan(v) else v for v in values], width, label=which, color="C0" if which == "mean" else "C1")
+            for x, v in zip(xs, values):
+                if math.isnan(v) or v < VIOLATION_LINTHRESH:  # no visible bar: say what is there
+                    text = "n/a" if math.isnan(v) else ("0" if v == 0.0 else f"{v:.0e}")
+                    ax.annotate(text, (x, 0.0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=6,
+                                rotation=0 if len(text) < 3 else 90, va="bottom")
+            for x, (label, _) in zip(xs, rows):
+                ref = (reference or {}).get(label, {}).get(f"{kind}_viol_{which}", math.nan) if kind == "ineq" else math.nan
+                if not math.isnan(ref):
+                    ax.plot([x - width / 2, x + width / 2], [ref, ref], color="0.3", lw=1.5,
+                            label="paper" if "paper" not in ax.get_legend_handles_labels()[1] else None)
+        _symlog_violation_axis(ax, f"{name} violation (relative norm)")
+        ax.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=35, ha="right", fontsize=7)
+        ax.set_title(name, fontsize=8)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    fig.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=9)
+    fig.subplots_adjust(wspace=0.38, top=0.85)  # room for the right panel's axis label
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.91, 0.85))
     return fig
 
 
@@ -343,6 +377,7 @@ def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict
         return None, missing
     fig = Figure(figsize=(11.0, 4.2))
     axes = fig.subplots(1, 2)
+    diamonds = False
     for ax, (col, label) in zip(axes, CURVES):
         drawn = False
         for i, (name, logs) in enumerate(curves):
@@ -366,6 +401,7 @@ def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict
             ref = (reference or {}).get(name, {}).get("gap_mean" if col == "val/gap_mean" else "ineq_viol_mean", math.nan)
             if not math.isnan(ref):
                 ax.plot(epochs[-1], ref, "D", mfc="none", mec=shade, ms=7)
+                diamonds = True
             drawn = True
         if not drawn:
             ax.set_visible(False)
@@ -387,15 +423,37 @@ def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict
                         xytext=(-3, 0), textcoords="offset points", ha="right", va="center", rotation=90,
                         fontsize=6, color="0.4")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"{title}: training curves\n{subtitle}" + ("  |  hollow diamonds: paper's final test figure" if reference else ""), fontsize=9)
+    # one legend beside both panels: inside an axis ("best") it covered curves
+    visible = [ax for ax in axes if ax.get_visible()] or list(axes)
+    handles, labels = visible[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.91, 0.88), title="method", title_fontsize=7)
+    fig.suptitle(f"{title}: training curves\n{subtitle}" + ("  |  hollow diamonds: paper's final test figure" if diamonds else ""), fontsize=9)
     return fig, missing
 
 
 # --- one study, every figure --------------------------------------------------------------------------------
-def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...] = FORMATS) -> tuple[list[Path], list[str]]:
+def not_drawn(others, sub, problem: str, objective: str, form: str, content: str) -> list[str]:
+    """``["HardNet-Aff: not applicable (HardNet-Aff needs ...)"]``: the methods of a block with runs in ``others`` (the
+    study's rows that are not ``ok``) and no ok run in ``sub`` (the block's drawn runs), each with its status and
+    reason, so that a method does not vanish from a figure unsaid."""
+    if others is None or not len(others):
+        return []
+    mine = _block(others, problem, objective, form, content) if "form" in others.columns else others.iloc[0:0]
+    drawn = set(with_keys(sub)["_key"]) if len(sub) else set()
+    out = []
+    rows = with_keys(mine)
+    for key in sorted(set(rows["_key"]) - drawn, key=method_order):
+        last = of_key(rows, key).iloc[-1]
+        status = str(last.get("status", "")).replace("_", " ")
+        reason = str(last.get("reason", "") or "").strip()
+        out.append(f"{method_label(key)}: {status}" + (f" ({reason[:80]}{'...' if len(reason) > 80 else ''})" if reason else ""))
+    return out
+
+
+def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...] = FORMATS,
+                  others=None) -> tuple[list[Path], list[str]]:
     """Every figure of one study's runs into ``out_dir`` (each in ``formats``); returns (paths written, caption
-    lines)."""
+    lines). ``others``: the study's rows that are not ``ok`` (named on the gap-time figure and in its caption)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -403,6 +461,7 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
     for problem, objective, form, content in _blocks(runs):
         sub = _block(runs, problem, objective, form, content)
         series = _series(sub)
+        absent = not_drawn(others, sub, problem, objective, form, content)
         suffix = "" if form in ("", "standard") else f"_{form}"
         stem = f"{problem}_{objective}{suffix}" + (f"_{content}" if content else "")
         title = problem_title(problem, objective) + ("" if not suffix else f" ({form} form)")
@@ -410,15 +469,20 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
             title += f" [{_file_names(sub)}, sha256 {content}]"
         subtitle = _subtitle(sub, study)
         reference = paper_points(problem, objective)
-        fig = gap_time_figure(series, title, subtitle, reference)
+        has_points = any(r["time_ms"] > 0 and not math.isnan(r["gap_mean"]) for r in reference.values())
+        has_ticks = any(not math.isnan(r.get(k, math.nan)) for r in reference.values() for k in ("ineq_viol_mean", "ineq_viol_worst"))
+        fig = gap_time_figure(series, title, subtitle, reference, absent)
         if fig is not None:
             written += _save(fig, out_dir, f"{stem}_gap_time", formats)
             captions.append(
                 f"- `{stem}_gap_time`: {title} ({subtitle}). Mean optimality gap against mean time per instance at "
                 "batch 1 (log axis), one marker per method; error bars are standard deviations over seeds (their "
-                "number in the legend). Hollow grey markers: the paper's figures (its times are on a T4 GPU and an "
-                "M2 Pro CPU, not comparable with ours). A red x and INFEASIBLE in the legend: the method's worst "
-                f"violation exceeds {FEASIBILITY_TOL:g}, so a low or negative gap is not a win."
+                "number in the legend)."
+                + (" Hollow markers: the paper's figures (its times are on a T4 GPU and an M2 Pro CPU, not comparable "
+                   "with ours)." if has_points else "")
+                + " A red x and INFEASIBLE in the legend: the method's worst violation (over every test instance of "
+                f"every seed) exceeds {FEASIBILITY_TOL:g}, so a low or negative gap is not a win."
+                + (f" Not drawn (no ok run): {'; '.join(absent)}." if absent else "")
             )
         fig = gap_violation_figure(sub, title, subtitle)
         if fig is not None:
@@ -433,9 +497,10 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
         if fig is not None:
             written += _save(fig, out_dir, f"{stem}_violations", formats)
             captions.append(
-                f"- `{stem}_violations`: {title} ({subtitle}). Mean and worst relative inequality violation per "
-                f"method over the test set (means over seeds) on a symmetric-log axis, linear below "
-                f"{VIOLATION_LINTHRESH:g}: a zero is drawn at zero and labelled 0. Grey ticks: the paper's figures."
+                f"- `{stem}_violations`: {title} ({subtitle}). Mean and worst relative equality (left) and inequality "
+                "(right) violation per method over the test set (mean: over seeds; worst: over every test instance of "
+                f"every seed, as the table) on symmetric-log axes, linear below {VIOLATION_LINTHRESH:g}: a zero is drawn "
+                "at zero and labelled 0." + (" Grey ticks: the paper's figures." if has_ticks else "")
             )
         fig, missing = training_curves_figure(sub, title, subtitle, reference)
         if fig is not None:
@@ -456,7 +521,11 @@ def make_figures(results, out_dir: str | Path, study: str | None = None, where: 
     ``out_dir`` (one study) or ``out_dir/<study>/`` (several), plus ``captions.md``; returns the paths written.
     ``results``, ``study``, ``where``: as ``make_tables`` (only ``ok`` runs are drawn: a diverged run has no
     figure to show). A cell whose runs differ in a setting other than the seed raises ``MixedSettings``."""
-    runs = runs_frame(results, where=where)
+    from hardlinear.harness.results import report_table
+
+    every = report_table(results, where=where)
+    runs = runs_frame(every)
+    others = every[~every["status"].isin(["ok", ""])] if len(every) else every
     studies = sorted(set(runs["study"]))
     if study is not None:
         if study not in studies:
@@ -468,7 +537,8 @@ def make_figures(results, out_dir: str | Path, study: str | None = None, where: 
     captions = ["# Figures", ""]
     for name in studies:
         folder = out_dir if len(studies) == 1 else out_dir / name
-        paths, lines = study_figures(runs[runs["study"] == name], folder, name, formats)
+        paths, lines = study_figures(runs[runs["study"] == name], folder, name, formats,
+                                     others=others[others["study"] == name] if len(others) else None)
         written += paths
         if len(studies) > 1:
             captions += [f"## Study {name}", ""]

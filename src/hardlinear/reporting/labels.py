@@ -13,8 +13,11 @@ from dataclasses import dataclass
 METHOD_LABELS = {
     "proposed": "Proposed", "optimizer": "Optimizer", "post_projection": "Post projection", "apm": "APM",
     "eapm": "EAPM", "dc3": "DC3", "ldr": "LDR", "penalty": "Penalty", "alm": "ALM",
+    # the peers after the paper's methods, spelled as their authors do (a table never mixes "DC3" with "fsnet")
+    "hardnet_aff": "HardNet-Aff", "pinet": "Pinet", "fsnet": "FSNet", "gauge": "Gauge", "projection_layer": "Projection layer",
 }
-# Extra rows of ours are ordered as here (then alphabetically); the paper's rows keep the paper's order.
+# Rows are ordered as here (the paper's methods in the paper's order, then the peers), then other names
+# alphabetically; the paper's tables keep the paper's order.
 METHOD_ORDER = tuple(METHOD_LABELS)
 SOLVER_LABELS = {"gurobi": "Gurobi", "osqp": "OSQP", "highs": "HiGHS", "clarabel": "Clarabel", "scs": "SCS"}
 # Methods whose rows split by pre-training (``pretrain_epochs`` 0 or not); for others the column is ignored.

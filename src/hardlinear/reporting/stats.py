@@ -27,6 +27,9 @@ class Stats:
     mean: dict[str, float] = field(default_factory=dict)
     std: dict[str, float] = field(default_factory=dict)
     max_abs_viol: float = math.nan
+    worst: dict[str, float] = field(default_factory=dict)
+    """The largest value over seeds of each metric (a ``..._worst`` metric's: the worst over every test instance of
+    every seed, what the study table's "(worst)" shows)."""
 
 
 def _num(x) -> float:
@@ -124,6 +127,7 @@ def summarize(rows, metrics: Sequence[str]) -> Stats:
         values = [_num(v) for v in rows[col]] if col in rows.columns else []
         finite = [v for v in values if not math.isnan(v)]
         stats.mean[col] = sum(finite) / len(finite) if finite else math.nan
+        stats.worst[col] = max(finite) if finite else math.nan
         stats.std[col] = (
             math.sqrt(sum((v - stats.mean[col]) ** 2 for v in finite) / (len(finite) - 1)) if len(finite) > 1 else 0.0
         )

@@ -11,7 +11,9 @@ with their status and reason; a method with some seeds ok and others not gets a 
 Problems are keyed by content: two files under one name (``problem_sha256``, the first 12 hex digits of the
 file's sha256) are two blocks, each naming its file and digest, and a note says they were split. The caption
 names the settings every run of the study shares that differ from the defaults (``default_settings``: the
-repository's ``conf/config.yaml`` and ``conf/trainer/default.yaml``), e.g. ``trainer=fast, epochs 4``.
+repository's ``conf/config.yaml`` and ``conf/trainer/default.yaml``), e.g. ``trainer=fast, epochs 4``, and apart from
+them the settings that differ between runs, with how many runs had each value (a ``trainer.resume`` one run of 21
+had is not the study's).
 
 Output (``write_study_table``): ``study.md``, ``study.tex`` (via ``render``) and ``study.csv`` (tidy: one line per
 problem and method, every number unrounded), byte-identical for the same records.
@@ -27,13 +29,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hardlinear.metrics import FEASIBILITY_TOL
 from hardlinear.reporting.labels import method_label, method_order, problem_title
 from hardlinear.reporting.render import Block, Cell, Table, render_latex, render_markdown
 from hardlinear.reporting.stats import check_one_setting, fmt_sci, of_key, summarize, with_keys
 
-FEASIBILITY_TOL = 1e-6
-"""Worst equality or inequality violation (the paper's relative norms) above which a row is marked infeasible:
-far above float64 rounding (~1e-15) and the float32 layer's ~1e-7, far below what a soft method leaves."""
 RESULT_STATUSES = ("ok", "diverged", "")
 """Statuses whose runs have metrics (``""``: legacy CSV rows)."""
 METRICS = (
@@ -73,28 +73,42 @@ def _default_for(key: str, defaults: Mapping[str, Any], run: Mapping[str, Any]) 
 
 
 def shared_settings(df, defaults: Mapping[str, Any]) -> list[str]:
-    """``["trainer.name=fast", "trainer.epochs=4", ...]``: the settings all runs of ``df`` share (one value) that
-    differ from the defaults; a key whose values differ between runs is listed as ``key: a, b``."""
+    """``["trainer.name=fast", "trainer.epochs=4", ...]``: the settings every run of ``df`` with a recorded config has,
+    with one value, that differ from the defaults."""
+    return _settings(df, defaults)[0]
+
+
+def varying_settings(df, defaults: Mapping[str, Any]) -> list[str]:
+    """``["trainer.lr: 0.001 (2 runs), 0.01 (2 runs)", "trainer.resume: runs/x (1 run), unset (20 runs)"]``: the
+    settings whose value differs between the runs with a recorded config (unset in some counts as a value), so a
+    setting one run of 21 had is never read as the study's."""
+    return _settings(df, defaults)[1]
+
+
+def _settings(df, defaults: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     from hardlinear.harness.results import CONFIG_PREFIX, _canon
 
-    out = []
+    shared, varying = [], []
     columns = sorted(c for c in df.columns if c.startswith(CONFIG_PREFIX) and c[len(CONFIG_PREFIX):].startswith(SETTING_SECTIONS))
-    rows = df.to_dict("records")
+    all_config = [c for c in df.columns if c.startswith(CONFIG_PREFIX)]
+    rows = [r for r in df.to_dict("records") if any(not _missing(r[c]) for c in all_config)]  # legacy rows have none
     for col in columns:
         key = col[len(CONFIG_PREFIX):]
-        values = [r[col] for r in rows if not _missing(r[col])]
-        if not values:
+        if key == "trainer.progress":
             continue
-        distinct = sorted({_canon(v) for v in values})
-        if len(distinct) > 1:
-            out.append(f"{key}: {', '.join(v.strip(chr(34)) for v in distinct)} (varies)")
+        texts = ["unset" if _missing(r[col]) else _canon(r[col]).strip(chr(34)) for r in rows]
+        counts = {t: texts.count(t) for t in sorted(set(texts), key=lambda t: (t == "unset", t))}
+        if set(counts) <= {"unset"}:
             continue
-        if key == "trainer.progress" or key.startswith("eval.time_instances") and values[0] is None:
+        if len(counts) > 1:
+            varying.append(f"{key}: " + ", ".join(f"{t} ({n} run{'s' if n > 1 else ''})" for t, n in counts.items()))
             continue
-        if all(_canon(v) == _canon(_default_for(key, defaults, r)) for v, r in zip(values, rows)):
+        if key.startswith("eval.time_instances") and rows[0][col] is None:
             continue
-        out.append(f"{key}={distinct[0].strip(chr(34))}")
-    return out
+        if all(_canon(r[col]) == _canon(_default_for(key, defaults, r)) for r in rows):
+            continue
+        shared.append(f"{key}={texts[0]}")
+    return shared, varying
 
 
 def _missing(value) -> bool:
@@ -214,7 +228,7 @@ def _method_rows(prows):
 def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None) -> tuple[Table, list[dict[str, Any]]]:
     """The ``Table`` of one study and its tidy rows (for the CSV); ``df``: that study's results rows (every status)."""
     df = with_keys(df)
-    settings = shared_settings(df, defaults or {})
+    settings, varying = _settings(df, defaults or {})
     blocks: list[Block] = []
     tidy: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -270,8 +284,11 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
                  "(relative norm): the gap of such a row is not comparable with a feasible one's.")
     notes.append("Gap: mean over seeds of each seed's mean relative suboptimality (%), ± the standard deviation over "
                  "seeds; worst: over every test instance of every seed. Violations: mean over seeds (worst over all).")
-    caption = (f"Study {study}: {len(df)} runs. Settings shared by its runs that differ from the defaults: "
-               + (", ".join(settings) if settings else "none") + ".")
+    notes.append("Rows: the paper's methods in the paper's order, then the peers (HardNet-Aff, Pinet, FSNet, Gauge, "
+                 "Projection layer), then other methods alphabetically.")
+    caption = (f"Study {study}: {len(df)} runs. Settings shared by all its runs that differ from the defaults: "
+               + (", ".join(settings) if settings else "none") + "."
+               + (" Settings that differ between its runs: " + "; ".join(varying) + "." if varying else ""))
     table = Table(name=NAME, title=f"Study {study}", caption=caption, columns=list(COLUMNS), groups=[("", len(COLUMNS))],
                   blocks=blocks, notes=notes)
     return table, tidy

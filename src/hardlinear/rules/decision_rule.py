@@ -662,11 +662,16 @@ def describe_row(problem, row: int) -> str:
     text = " ".join(terms) + f" <= {rhs:.6g}" + (" + (input terms)" if np.any(compact.B_ineq[row, 1:]) else "")
     if compact.input_dependent_lhs:
         text += " (nominal left-hand side)"
-    return f"row {row}: {text}"
+    row_names = getattr(problem, "ineq_names", None)  # a problem file's optional names (problems.linear)
+    named = f" ({row_names[row]})" if row_names and row < len(row_names) else ""
+    return f"row {row}{named}: {text}"
 
 
 def _variable_names(problem) -> list[str]:
     n = problem.compact.n
+    given = getattr(problem, "variable_names", None)
+    if given and len(given) == n:
+        return list(given)
     names = [f"y[{j}]" for j in range(n)]
     slices = problem.variable_slices() if hasattr(problem, "variable_slices") else {}
     net = getattr(problem, "network", None)

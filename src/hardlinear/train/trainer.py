@@ -257,7 +257,8 @@ def train(
         result.history.append(record)
         if loggers is not None:
             loggers.log_epoch(epoch, record)
-        if bar.disable and "val/gap_mean" in record:  # no bar (a log file, progress=false): a line per validation
+        if bar.disable and "val/gap_mean" in record and _worth_a_line(epoch, cfg, result.budget_spent):
+            # no bar (a log file, progress=false): about ten lines per training; epochs.csv has every validation
             log.info("%s epoch %d/%d (%s): loss %.4g, val gap %.3f %%, val ineq viol %.2e, eq viol %.2e", method.name, epoch + 1,
                      cfg.epochs, phase, record["train/loss"], record["val/gap_mean"], record.get("val/ineq_viol_mean", math.nan),
                      record.get("val/eq_viol_mean", math.nan))
@@ -274,6 +275,18 @@ def train(
     result.val_metrics = _val_metrics(method, problem, val, ctx)  # of the kept checkpoint, not in time_s
     result.val_time_s += time.perf_counter() - t_val
     return result
+
+
+LOG_LINES = 10
+"""Validation lines a training prints without a progress bar (about): 300 epochs gave 60 lines, a screenful of
+numbers before the result; every validation stays in ``epochs.csv``."""
+
+
+def _worth_a_line(epoch: int, cfg: TrainerConfig, budget_spent: bool) -> bool:
+    """Whether validation ``epoch`` (0-based) gets a log line: the last epoch, the end of pre-training, a budget
+    spent, and every ``stride``-th epoch, ``stride`` a multiple of ``val_every`` giving about ``LOG_LINES`` lines."""
+    stride = cfg.val_every * max(1, round(cfg.epochs / (LOG_LINES * cfg.val_every)))
+    return (epoch + 1) % stride == 0 or epoch == cfg.epochs - 1 or epoch == cfg.pretrain_epochs - 1 or budget_spent
 
 
 def training_state(epoch: int, method: Method, optimizer, gen: torch.Generator, result: TrainResult, best_state, time_s: float) -> dict:

@@ -1,6 +1,6 @@
 """Time the cost-aware rule on DC3's 50/50 QP constraints over its input box and over the box cut by two rows.
 
-    python scripts/polytope_rule_time.py          # prints one line per input set (docs/cost_aware_rule.md)
+    python probes/polytope_rule_time.py          # prints one line per input set (docs/cost_aware_rule.md)
 
 The polytope keeps the inputs whose sum lies within a quarter of the box's total width of the centre's sum. One
 thread; the figures depend on the machine's load.

@@ -2,8 +2,8 @@
 initialisation, how far a large change of the network moves the projected outputs, and how far 15 Adam steps
 at the paper's learning rate move them.
 
-    python scripts/projection_layer_probe.py                       # dcopf_14, lr 1e-4
-    python scripts/projection_layer_probe.py --problem portfolio
+    python probes/projection_layer_probe.py                       # dcopf_14, lr 1e-4
+    python probes/projection_layer_probe.py --problem portfolio
 
 Prints three lines. A few seconds on dcopf_14 (a QP solve per instance); nothing is written.
 """

@@ -3,7 +3,7 @@
 objective 1/2 y'Qy + p'y, Q = diag(U[0,1)), p = U[0,1), theta in [-1, 1]^50. LDR gap of the capped margin rule
 and of the cost-aware rule against Clarabel's optimum on 100 inputs, with both rule solvers.
 
-    python scripts/dc3_like_rule_study.py        (docs/cost_aware_rule.md; about a minute)
+    python probes/dc3_like_rule_study.py        (docs/cost_aware_rule.md; about a minute)
 
 The feasible set is unbounded (no variable bounds), so the margin is capped (the warning says so); this is a
 stand-in for developer 18b's ``problem=dc3_qp`` (DC3's own generator and seed), not DC3's dataset.

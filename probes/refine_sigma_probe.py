@@ -3,7 +3,7 @@
 Projects N(0, 4) outputs of 256 test inputs with ``DouglasRachford(family, K, sigma)`` and prints the worst and
 mean inequality violation and the mean distance moved, for a grid of ``sigma`` and ``K``.
 
-    PYTHONPATH=src python scripts/refine_sigma_probe.py
+    PYTHONPATH=src python probes/refine_sigma_probe.py
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ BAD = [
         "method has no option 'momentumm'; valid options: completion, eq_fraction, layer_dtype, lr, max_iter, momentum",
     ),
     (["method=dc3", "method.momentum=1.0"], "method.momentum must be in [0, 1); got 1.0"),
-    (["method=dc3", "method.max_iter=0"], "method.max_iter must be >= 1; got 0"),
+    (["method=dc3", "method.max_iter=0"], "method.max_iter must be in [1, 100000]; got 0"),
     (["method=apm", "method.tol=0"], "method.tol must be > 0; got 0"),
     (["method=apm", "method.max_iter=ten"], "method.max_iter must be an int; got 'ten' (str)"),
     (["method=eapm", "method.relaxation=2.0"], "method.relaxation must be in (0, 2); got 2.0"),
@@ -118,7 +118,7 @@ BAD = [
     (["seed=1.5"], "seed must be an int; got 1.5 (float)"),
     (["device=gpu"], "device must be cpu, cuda or cuda:N; got 'gpu'"),
     (["dtype=float16"], "dtype must be one of float32, float64; got 'float16'"),
-    (["threads=0"], "threads must be >= 1; got 0"),
+    (["threads=0"], "threads must be in [1, 1024]; got 0"),
     (["results_dir=null"], "results_dir must be a string; got null"),
     (["rerun=maybe"], "rerun must be a bool"),
     (["eval.diverged_gap=0"], "eval.diverged_gap must be > 0; got 0"),
@@ -126,7 +126,7 @@ BAD = [
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
     (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'"),
     (["+data.train_size=10"], "data has no option 'train_size'"),
-    (["network.hidden=0"], "network.hidden must be >= 1; got 0"),
+    (["network.hidden=0"], "network.hidden must be in [1, 65536]; got 0"),
     (["network.layers=two"], "network.layers must be an int; got 'two' (str)"),
     (["network.batch_norm=maybe"], "network.batch_norm must be a bool (true or false); got 'maybe' (str)"),
     (["eval.warmup=-1"], "eval.warmup must be >= 0; got -1"),
@@ -144,6 +144,15 @@ BAD = [
     (["cache_dir="], "cache_dir='' is empty; give a folder path such as data/cache"),
     (["cache_dir=/proc/hardlinear-cache"], "cache_dir='/proc/hardlinear-cache' cannot be written (/proc: "),
     (["results_dir=/proc/hardlinear-results"], "results_dir='/proc/hardlinear-results' cannot be written (/proc: "),
+    # --- issue 43: solver options from an allow-list, bounded counts, the constructor's checks before the run ---
+    (["method=optimizer", "+method.log_file=/tmp/highs.log"], "method: solver highs has no option 'log_file' that a config may set"),
+    (["method=optimizer", "+method.time_limit=-1"], "method: solver option time_limit of highs must be in [0, 1e+09]; got -1"),
+    (["method=post_projection_gurobi", "+method.LogFile=g.log"], "method: solver gurobi has no option 'LogFile'"),
+    (["threads=100000"], "threads must be in [1, 1024]; got 100000"),
+    (["method=proposed", "method.refine=dr", "method.refine_eval_steps=1000000000"], "method.refine_eval_steps must be in [1, 100000]"),
+    (["method=proposed", "method.refine_pick=objective"], "method proposed: method.refine_pick=objective chooses between the raw"),
+    (["method=pinet", "method.bwd_tol=nan"], "method.bwd_tol must be a finite number >= 0; got nan"),
+    (["method=fsnet", "method.unrolled=100", "method.max_iter=50"], "method fsnet: unrolled must be in [0, max_iter = 50]; got 100"),
 ]
 
 

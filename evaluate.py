@@ -17,7 +17,7 @@ def main() -> int:
     parser.add_argument("--inputs", default=None, help="your own inputs instead: .npy, .npz (array xi) or .csv, shape (N, k)")
     parser.add_argument("--out", default=None, help="output folder (default: RUN_DIR/eval/<time>-<data>)")
     parser.add_argument("--study", default=None, help="study of the new record (default: <the run's study>-eval)")
-    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache (default: the run's cache_dir)")
+    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache (default: data/cache; never a folder the checkpoint names)")
     parser.add_argument(
         "--allow-missing-probe", action="store_true",
         help="load a checkpoint whose probe (saved outputs that prove the reload) is missing, UNCHECKED, with a warning",

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
 FORMAT_VERSION = 1
+DEFAULT_CACHE_DIR = "data/cache"
+"""Where :func:`load_run` caches a rebuilt rule when the caller names no folder (the config's default)."""
 PROBE_ROWS = 16
 """Validation inputs whose predictions are stored with the checkpoint and replayed on reload."""
 PROBE_RTOL = 1e-12
@@ -158,9 +160,11 @@ def load_run(
 
     ``method.predict(xi)`` gives the outputs the run gave (checked on the stored probe inputs when ``verify``:
     :class:`CheckpointError` otherwise). ``method.problem`` is the rebuilt problem; ``method.run_config`` the
-    run's resolved config. ``cache_dir`` overrides where the rule's cache is looked for (default: the run's).
-    The stored config may name only this package's method classes (:mod:`hardlinear.harness.trusted`), checked
-    before anything is built. A checkpoint without its probe is refused unless ``allow_missing_probe`` (then
+    run's resolved config. ``cache_dir``: where the rule's cache is looked for and written (default
+    :data:`DEFAULT_CACHE_DIR`, relative to the working directory); never the folder the checkpoint names, since a
+    stored path would let a file choose where this process writes. The stored config may name only this
+    package's method classes, and every stored option passes ``run.py``'s checks
+    (:mod:`hardlinear.harness.trusted`), before anything is built. A checkpoint without its probe is refused unless ``allow_missing_probe`` (then
     with a warning): nothing else shows that the weights are the run's. Set-up and check run with the run's
     ``threads`` (``harness.reload.pinned_threads``); a problem file whose content changed since the run is refused
     when ``verify``.
@@ -182,7 +186,7 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
 
     problem = problem_from_config(config)
     ctx = Context(
-        cache_dir=str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache")),
+        cache_dir=str(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR),  # the caller's, never the file's
         device=device,
         dtype=check_dtype(config.get("dtype", "float32")),
         seed=int(config.get("seed", 0)),

@@ -91,7 +91,7 @@ def evaluate_run(
     """
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
-    from hardlinear.harness.checkpoint import load_run
+    from hardlinear.harness.checkpoint import DEFAULT_CACHE_DIR, load_run
     from hardlinear.harness.runner import provenance
     from hardlinear.methods.base import Context, check_dtype
 
@@ -106,7 +106,7 @@ def evaluate_run(
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)
     size = int(data_cfg.get("test_size", 100) if test_size is None else test_size)
     solver = data_cfg.get("solver") or problem.default_solver()
-    cache = str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache"))
+    cache = str(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR)  # the caller's, never the checkpoint's
     if inputs is not None:
         xi = read_inputs(inputs, problem.box.k)
         sol = problem.solve(xi, solver=solver, progress=False)

@@ -15,6 +15,18 @@ from hardlinear.harness.schemas.tables import SEED_LIMIT
 
 
 def _check_paths_and_threads(check: _Checker, data: dict) -> None:
+    _check_seeds_and_names(check, data)
+    for key, example in (("results_dir", "results"), ("cache_dir", "data/cache")):
+        value = data.get(key)
+        if isinstance(value, str):
+            problem = output_path_problem(value, "folder", example)
+            if problem:
+                check.error(f"{key}={value!r} {problem}")
+    _warn_threads(data.get("threads"))
+
+
+def _check_seeds_and_names(check: _Checker, data: dict) -> None:
+    """Seeds that fit a 64-bit generator; study and experiment names of one path component."""
     for key in ("seed",):
         value = data.get(key)
         if _is_number(value) and value >= SEED_LIMIT:
@@ -28,19 +40,16 @@ def _check_paths_and_threads(check: _Checker, data: dict) -> None:
             problem = study_name_problem(value)
             if problem:
                 check.error(f"{key}={value!r} {problem}".replace("e.g. study=", f"e.g. {key}="))
-    for key, example in (("results_dir", "results"), ("cache_dir", "data/cache")):
-        value = data.get(key)
-        if isinstance(value, str):
-            problem = output_path_problem(value, "folder", example)
-            if problem:
-                check.error(f"{key}={value!r} {problem}")
-    threads = data.get("threads")
+
+
+def _warn_threads(threads: object) -> None:
+    """More threads than cores runs, slower: a warning (the hard bound is ``tables.MAX_THREADS``)."""
     cores = available_cores()
     if _is_number(threads) and threads > cores:
         warnings.warn(
             f"threads={threads} but only {cores} cores are available to this process: the threads will share them "
             f"and run slower; set threads={cores} or fewer",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

@@ -142,3 +142,20 @@ def test_cache_dir_comes_from_the_caller_never_from_the_checkpoint(tmp_path, mon
         load_run(run, allow_missing_probe=True)
     assert not (tmp_path / "evil").exists()
     assert list((tmp_path / "run" / "data" / "cache" / "decision_rules").glob("*.rule"))
+
+
+def test_a_problem_file_is_named_by_the_caller_never_by_the_checkpoint(tmp_path):
+    """``problem.path`` stored in a checkpoint is not opened: the caller names the file, whose content must then
+    be the run's (the recorded sha256)."""
+    secret = tmp_path / "secret.npz"
+    secret.write_bytes(b"not yours")
+    run = _plant(tmp_path / "run", PROPOSED, problem={"name": "linear", "path": str(secret)},
+                 content={"problem.path": "0" * 64})
+    with pytest.raises(CheckpointError, match=r"this run read problem.path=.*secret.npz.*files=\{'problem.path': <path>\}"):
+        load_run(run, allow_missing_probe=True)
+    mine = tmp_path / "mine.npz"
+    mine.write_bytes(b"mine")
+    with pytest.raises(CheckpointError, match=r"problem.path=.*mine.npz changed since the run"):
+        load_run(run, files={"problem.path": mine}, allow_missing_probe=True)
+    with pytest.raises(CheckpointError, match="the run read no file data.test_inputs; it read problem.path"):
+        load_run(run, files={"problem.path": mine, "data.test_inputs": mine}, allow_missing_probe=True)

@@ -19,6 +19,7 @@ import copy
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ def evaluate_run(
     inputs: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
+    files: Mapping[str, str | os.PathLike] | None = None,
     study: str | None = None,
     allow_missing_probe: bool = False,
 ) -> dict[str, Any]:
@@ -87,7 +89,8 @@ def evaluate_run(
     Defaults: the run's own ``data.test_seed`` and ``data.test_size``; ``inputs`` replaces the sampled test set;
     ``study``: ``<the run's study>-eval``. An existing, non-empty ``out_dir`` is refused before any work; the
     outputs are written into a fresh hidden folder beside it and published together by one rename, so the
-    folder holds all of them or none. ``allow_missing_probe``: see :func:`hardlinear.load_run`.
+    folder holds all of them or none. ``allow_missing_probe`` and ``files`` (the problem files the run read, named by
+    the caller): see :func:`hardlinear.load_run`.
     """
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
@@ -100,7 +103,7 @@ def evaluate_run(
         refuse_existing_out(Path(out_dir))
     if study is not None:
         results.check_study_name(study, "--study")
-    method = load_run(run_dir, cache_dir=cache_dir, allow_missing_probe=allow_missing_probe)
+    method = load_run(run_dir, cache_dir=cache_dir, files=files, allow_missing_probe=allow_missing_probe)
     config, problem = method.run_config, method.problem
     data_cfg = dict(config.get("data") or {})
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)

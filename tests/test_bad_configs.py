@@ -349,3 +349,26 @@ def test_a_key_only_another_option_of_the_group_has_names_that_option():
     assert "trainer=default has no such key; trainer=budget_120s sets it" in missing
     assert "trainer=budget_120s trainer.time_budget_s=300" in missing and "nothing reads" not in missing
     assert ok == "[]"
+
+
+# --- issue 43: a group choice that does not exist, and names Hydra's grammar refuses, in one line each ---------------
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["method=nonexistent"], "method='nonexistent' is not an option of conf/method/; choose one of: alm, apm"),
+    (["problem=dcopf_14,dcopf_1"], "problem='dcopf_1' is not an option of conf/problem/ (did you mean dcopf_14?)"),
+    (["+experiment=../x"], "experiment='../x' is not an option of conf/experiment/; choose one of: "),
+    (["experiment=../x"], "experiment='../x' is not an option of conf/experiment/"),
+    (["study=caf\u00e9"], "study='caf\u00e9': a study name is one folder name of printable ASCII"),
+    (["study=a\nb"], "e.g. study=a-b"),
+])
+def test_a_choice_that_does_not_exist_is_one_line_listing_the_options(argv, expected):
+    from hardlinear.harness.overrides import unknown_choice_errors
+
+    errors = unknown_choice_errors(argv, CONF)
+    assert len(errors) == 1 and expected in errors[0], errors
+
+
+def test_existing_choices_labels_and_sweeps_pass_the_choice_check():
+    from hardlinear.harness.overrides import unknown_choice_errors
+
+    assert unknown_choice_errors(["method=proposed,ldr", "problem=dcopf_14", "+experiment=table_lp", "experiment=mylabel",
+                                  "study=smoke", "method=glob(*)", "trainer=fast"], CONF) == []

@@ -36,6 +36,7 @@ from hardlinear.harness.loggers import results_table
 from hardlinear.harness.preflight import check_batch_memory, setup_method
 from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
+from hardlinear.harness.sweep import note_unrecorded_failure, sweep_token
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.problems import build_problem
 from hardlinear.solvers import SolverUnavailable
@@ -220,6 +221,7 @@ def provenance(device: str) -> dict:
         "git_sha": git_sha(), "results_version": results.RESULTS_VERSION, "hardlinear": __version__,
         "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
         "host": platform.node(), "cpu": cpu_model(), "device": device_name(device), "timestamp": _now(),
+        "sweep_token": sweep_token(),  # which sweep wrote it: a sweep's summary counts only its own records
     }
 
 
@@ -342,6 +344,15 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundErr
 the traceback only when ``HYDRA_FULL_ERROR=1`` (as Hydra does)."""
 
 
+def _recorded_by_this_sweep(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a record this sweep wrote (a ``FileExistsError`` finds another process's)."""
+    try:
+        record = results.read_record(run_dir / results.RECORD_FILE)
+    except (results.BadRecord, OSError):
+        return False
+    return (record.get("provenance") or {}).get("sweep_token") == sweep_token()
+
+
 def failure_reason(err: BaseException) -> str:
     """``Type: first line`` of the error that explains a failure: Hydra's ``InstantiationException`` ("Error in
     call to target ...") gives way to the error the constructor raised, whose text names the fix."""
@@ -373,4 +384,6 @@ def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
         if full_errors() or not isinstance(err, EXPECTED_ERRORS):
             traceback.print_exc()
         print(f"[hardlinear] FAILED run in {run_dir}: {failure_reason(err)}", file=sys.stderr, flush=True)
+        if not _recorded_by_this_sweep(Path(run_dir)):
+            note_unrecorded_failure(run_dir, failure_reason(err))
         return None

@@ -41,3 +41,49 @@ def test_a_failed_record_keeps_the_constructors_message_not_hydras_wrapper():
     assert type(info.value).__name__ == "InstantiationException"
     reason = harness.failure_reason(info.value)
     assert reason.startswith("ValueError: bwd_tol must be a finite number >= 0"), reason
+
+
+# --- arrays: text, complex, 1e300 and 1e-300 entries named by key; a layer with no outputs; a callable that raises ---
+import numpy as np  # noqa: E402
+
+from hardlinear import LinearConstraints  # noqa: E402
+from hardlinear.problems.linear import LinearProblem  # noqa: E402
+
+SMALL = {"c": np.array([1.0, 2.0]), "H": -np.eye(2), "h0": np.zeros(2), "Hx": np.eye(2), "lo": np.ones(2), "hi": 2 * np.ones(2)}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"c": np.array(["1", "2"])}, r"c must be a real numeric array; it holds text \(dtype <U1\)"),
+    ({"c": np.array([1 + 1j, 2.0])}, r"c must be a real numeric array; it is complex \(imaginary parts up to 1\)"),
+    ({"H": np.array([[-1e300, 0.0], [0.0, -1.0]])}, r"H has 1 entries of magnitude above 1e\+150 \(first at index \[0, 0\]: -1e\+300\)"),
+    ({"H": np.array([[-1.0, 1e-300], [0.0, -1.0]])}, r"H has 1 entries of magnitude non-zero and below 1e-150 \(first at index \[0, 1\]"),
+    ({"h0": np.array([1e300, 0.0])}, r"h0 has 1 entries of magnitude above 1e\+150"),
+], ids=["c-text", "c-complex", "H-1e300", "H-1e-300", "h0-1e300"])
+def test_an_npz_array_out_of_range_is_named_before_any_solve(tmp_path, change, message):
+    path = tmp_path / "p.npz"
+    np.savez(path, **{**SMALL, **change})
+    with pytest.raises(ValueError, match=message):
+        LinearProblem(path=str(path))
+
+
+def test_a_layer_with_no_outputs_is_refused():
+    with pytest.raises(ValueError, match="G and H have 0 columns: a layer needs at least one output variable"):
+        LinearConstraints(np.zeros(1), np.ones(1), H=np.zeros((2, 0)), h=np.ones(2))
+
+
+def test_a_callable_that_raises_is_reported_as_the_users_with_the_input():
+    def H(theta):
+        raise ZeroDivisionError("my bug")
+
+    with pytest.raises(ValueError, match=r"H\(theta\) raised ZeroDivisionError: my bug \(called at theta = .*\); H must return"):
+        LinearConstraints(np.zeros(1), np.ones(1), H=H, h=np.ones(2))
+
+
+@pytest.mark.parametrize(("H", "message"), [
+    (np.array([[1e300, 0.0], [0.0, 1.0]]), "H has 1 entries of magnitude above 1e+150"),
+    (np.array([[1e-300, 1.0], [0.0, 1.0]]), "H has 1 entries of magnitude non-zero and below 1e-150"),
+])
+def test_layer_entries_out_of_float64s_working_range_are_named(H, message):
+    with pytest.raises(ValueError) as info:
+        LinearConstraints(np.zeros(1), np.ones(1), H=H, h=np.ones(2))
+    assert message in str(info.value)

@@ -87,3 +87,16 @@ def test_layer_entries_out_of_float64s_working_range_are_named(H, message):
     with pytest.raises(ValueError) as info:
         LinearConstraints(np.zeros(1), np.ones(1), H=H, h=np.ones(2))
     assert message in str(info.value)
+
+
+def test_run_py_threads_100000_is_one_line_not_a_segfault(tmp_path):
+    """run.py sized OpenBLAS's pool from threads before validating it: 100000 threads segfaulted, no record."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "run.py", "threads=100000", "trainer=fast", f"cache_dir={tmp_path / 'c'}",
+                          f"results_dir={tmp_path / 'r'}", f"hydra.run.dir={tmp_path / 'run'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, (out.returncode, out.stderr[-2000:])
+    assert "error: threads must be in [1, 1024]; got 100000" in out.stderr
+    assert not (tmp_path / "c").exists()

@@ -100,3 +100,34 @@ def test_run_py_threads_100000_is_one_line_not_a_segfault(tmp_path):
     assert out.returncode == 1, (out.returncode, out.stderr[-2000:])
     assert "error: threads must be in [1, 1024]; got 100000" in out.stderr
     assert not (tmp_path / "c").exists()
+
+
+# --- feasibility_layer's cache folder: checked before any solving, in one line --------------------------------------
+def _box_constraints():
+    return LinearConstraints(np.zeros(1), np.ones(1), H=np.vstack([np.eye(2), -np.eye(2)]), h=(np.ones(4), np.zeros((4, 1))))
+
+
+@pytest.mark.parametrize("where", ["file", "proc"])
+def test_a_cache_dir_that_cannot_hold_the_rule_is_one_line(tmp_path, where):
+    from hardlinear import feasibility_layer
+
+    if where == "file":
+        cache = tmp_path / "a-file"
+        cache.write_text("x")
+        expected = r"cache_dir='.*a-file' cannot hold the rule cache \((NotADirectoryError|FileExistsError): .*\); give a writable folder"
+    else:
+        cache = Path("/proc/hardlinear-cache")
+        expected = r"cache_dir='/proc/hardlinear-cache' cannot hold the rule cache \(.*\); give a writable folder"
+    with pytest.raises(ValueError, match=expected):
+        feasibility_layer(_box_constraints(), cache_dir=cache, progress=False)
+
+
+def test_a_folder_where_the_rule_cache_file_goes_is_named(tmp_path):
+    from hardlinear import feasibility_layer
+
+    feasibility_layer(_box_constraints(), cache_dir=tmp_path, progress=False)
+    (cached,) = (tmp_path / "decision_rules").glob("*.rule")
+    cached.unlink()
+    cached.mkdir()
+    with pytest.raises(ValueError, match="a folder sits where the rule's cache file goes"):
+        feasibility_layer(_box_constraints(), cache_dir=tmp_path, progress=False)

@@ -19,7 +19,7 @@ def main() -> int:
     parser.add_argument("--inputs", default=None, help="your own inputs instead: .npy, .npz (array xi) or .csv, shape (N, k)")
     parser.add_argument("--out", default=None, help="output folder (default: RUN_DIR/eval/<time>-<data>)")
     parser.add_argument("--study", default=None, help="study of the new record (default: <the run's study>-eval)")
-    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache (default: data/cache; never a folder the checkpoint names)")
+    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache, e.g. data/cache (default: none, nothing cached; never a folder the checkpoint names)")
     parser.add_argument(
         "--file", action="append", default=[], metavar="KEY=PATH",
         help="a problem file the run read, e.g. --file problem.path=my_problem.npz (a checkpoint never names the files read)",
@@ -31,8 +31,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.test_seed is not None and not 0 <= args.test_seed < 2**63:
         parser.error(f"--test-seed must be in [0, 2**63); got {args.test_seed}")
-    if args.test_size is not None and args.test_size < 1:
-        parser.error(f"--test-size must be >= 1; got {args.test_size}")
+    if args.test_size is not None and not 1 <= args.test_size <= 10_000_000:
+        parser.error(f"--test-size must be in [1, 10,000,000] (each instance is solved by the reference solver); got {args.test_size:,}")
     if args.inputs is not None and (args.test_seed is not None or args.test_size is not None):
         parser.error("--inputs replaces the sampled test set: drop --test-seed and --test-size")
     files = dict(item.split("=", 1) for item in args.file if "=" in item)

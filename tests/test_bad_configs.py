@@ -122,7 +122,7 @@ BAD = [
     (["results_dir=null"], "results_dir must be a string; got null"),
     (["rerun=maybe"], "rerun must be a bool"),
     (["eval.diverged_gap=0"], "eval.diverged_gap must be > 0; got 0"),
-    (["data.val_size=0"], "data.val_size must be >= 1; got 0"),
+    (["data.val_size=0"], "data.val_size must be in [1, 1e+07]; got 0"),
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
     (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'"),
     (["+data.train_size=10"], "data has no option 'train_size'"),

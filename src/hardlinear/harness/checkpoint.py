@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
 FORMAT_VERSION = 1
-DEFAULT_CACHE_DIR = "data/cache"
-"""Where :func:`load_run` caches a rebuilt rule when the caller names no folder (the config's default)."""
 PROBE_ROWS = 16
 """Validation inputs whose predictions are stored with the checkpoint and replayed on reload."""
 PROBE_RTOL = 1e-12
@@ -163,9 +161,9 @@ def load_run(
 
     ``method.predict(xi)`` gives the outputs the run gave (checked on the stored probe inputs when ``verify``:
     :class:`CheckpointError` otherwise). ``method.problem`` is the rebuilt problem; ``method.run_config`` the
-    run's resolved config. ``cache_dir``: where the rule's cache is looked for and written (default
-    :data:`DEFAULT_CACHE_DIR`, relative to the working directory); never the folder the checkpoint names, since a
-    stored path would let a file choose where this process writes. The stored config may name only this
+    run's resolved config. ``cache_dir``: where the rebuilt rule's cache is looked for and written; None (the
+    default): nowhere, the rule is rebuilt in memory (the saved tensors replace it anyway). Never the folder the
+    checkpoint names: a stored path would let a file choose where this process writes. The stored config may name only this
     package's method classes, and every stored option passes ``run.py``'s checks
     (:mod:`hardlinear.harness.trusted`), before anything is built. ``files``: the problem files the run read, named
 by the caller (``{"problem.path": "my_problem.npz"}``): a checkpoint never chooses which file this process reads,
@@ -193,7 +191,7 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
 
     problem = problem_from_config(config)
     ctx = Context(
-        cache_dir=str(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR),  # the caller's, never the file's
+        cache_dir=None if cache_dir is None else str(cache_dir),  # the caller's, never the file's
         device=device,
         dtype=check_dtype(config.get("dtype", "float32")),
         seed=int(config.get("seed", 0)),

@@ -94,13 +94,21 @@ def evaluate_run(
     """
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
-    from hardlinear.harness.checkpoint import DEFAULT_CACHE_DIR, load_run
+    from hardlinear.harness.checkpoint import load_run
     from hardlinear.harness.runner import provenance
+    from hardlinear.harness.schemas import output_path_problem
     from hardlinear.methods.base import Context, check_dtype
+    from hardlinear.problems.linear import check_inputs
 
     run_dir = Path(run_dir)
     if out_dir is not None:
         refuse_existing_out(Path(out_dir))
+        unusable = output_path_problem(str(out_dir), "folder", "evals/new")
+        if unusable:  # before the reload and the solves, not as an errno from inside the publishing step
+            raise ValueError(f"--out {out_dir} {unusable}")
+    if test_size is not None and not 1 <= test_size <= MAX_INPUT_ROWS:
+        raise ValueError(f"--test-size must be in [1, {MAX_INPUT_ROWS:,}] (each instance is solved by the reference "
+                         f"solver); got {test_size:,}")
     if study is not None:
         results.check_study_name(study, "--study")
     method = load_run(run_dir, cache_dir=cache_dir, files=files, allow_missing_probe=allow_missing_probe)
@@ -109,9 +117,11 @@ def evaluate_run(
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)
     size = int(data_cfg.get("test_size", 100) if test_size is None else test_size)
     solver = data_cfg.get("solver") or problem.default_solver()
-    cache = str(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR)  # the caller's, never the checkpoint's
+    cache = None if cache_dir is None else str(cache_dir)  # the caller's (None: nothing cached), never the checkpoint's
     if inputs is not None:
         xi = read_inputs(inputs, problem.box.k)
+        # outside the box a reference instance may have no solution (a solver traceback) and the rule no guarantee
+        xi = torch.as_tensor(check_inputs(f"inputs in {inputs}", xi.numpy(), problem.box, getattr(problem.family, "polytope", None)))
         sol = problem.solve(xi, solver=solver, progress=False)
         test = Dataset(xi=xi, y=torch.as_tensor(sol.y), objective=torch.as_tensor(sol.objective), solve_time_s=sol.time_s, solver=solver)
     else:

@@ -74,8 +74,8 @@ TOP_LEVEL: dict[str, tuple[Any, Range | tuple | None]] = {
 }
 OPTIONAL_TOP_LEVEL = ("hydra",)  # present only when a caller composes with return_hydra_config=True
 DATA: dict[str, tuple[Any, Range | tuple | None]] = {
-    "val_size": (int, AT_LEAST_1),
-    "test_size": (int, AT_LEAST_1),
+    "val_size": (int, Range(1, 10_000_000)),  # each instance is solved by the reference solver
+    "test_size": (int, Range(1, 10_000_000)),
     "test_seed": (int, NON_NEGATIVE),
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
     "workers": (int, AT_LEAST_1),

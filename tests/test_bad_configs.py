@@ -276,6 +276,21 @@ def test_batch_too_large_for_memory_is_refused_with_the_estimate():
     assert "set trainer.batch_size to at most 1,000,000" in message and "eval.throughput_batch" not in message
 
 
+def test_a_network_too_large_for_memory_names_the_largest_hidden_that_fits():
+    """Issue 43: network.hidden within its range but its weights beyond the free memory: one line, not the
+    allocator's error (checked with the batches, before set-up, and on the load path)."""
+    from hardlinear.harness.preflight import check_batch_memory, network_weight_bytes
+    from hardlinear.problems import build_problem
+
+    problem = build_problem("dcopf_14")
+    network = {"hidden": 65536, "layers": 8}
+    available = network_weight_bytes(problem, {"hidden": 4096, "layers": 8})
+    with pytest.raises(ConfigError) as info:
+        check_batch_memory(problem, network, 64, 64, available=available)
+    message = str(info.value)
+    assert message.startswith("network.hidden=65536 with network.layers=8 needs about") and "set network.hidden to at most 4,096" in message
+
+
 def _run_expecting(overrides, tmp_path):
     from hardlinear.harness import runner as harness
 

@@ -159,3 +159,10 @@ def test_a_problem_file_is_named_by_the_caller_never_by_the_checkpoint(tmp_path)
         load_run(run, files={"problem.path": mine}, allow_missing_probe=True)
     with pytest.raises(CheckpointError, match="the run read no file data.test_inputs; it read problem.path"):
         load_run(run, files={"problem.path": mine, "data.test_inputs": mine}, allow_missing_probe=True)
+
+
+def test_a_stored_network_beyond_the_free_memory_is_refused_before_it_is_built(tmp_path):
+    """Within the range (hidden <= 65,536) yet 65,536 x 65,536 x 255 float32 weights: ~4 TB."""
+    run = _plant(tmp_path / "run", LDR, network={"hidden": 65536, "layers": 255})
+    with pytest.raises(CheckpointError, match=r"refused to load: network.hidden=65536 with network.layers=255 needs about"):
+        load_run(run, cache_dir=tmp_path / "cache", allow_missing_probe=True)

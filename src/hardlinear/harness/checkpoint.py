@@ -198,6 +198,7 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
         progress=False,
         network=dict(config.get("network") or {}),
     )
+    _check_network_fits(problem, ctx, checkpoint_path(run_dir))
     method.setup(problem, ctx)
     method.to(device)
     state = {k: v.to(device) if torch.is_tensor(v) else v for k, v in payload["state_dict"].items()}
@@ -214,6 +215,17 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
     if verify and payload.get("probe"):
         verify_probe(method, payload["probe"], run_dir)
     return method
+
+
+def _check_network_fits(problem, ctx, source) -> None:
+    """:class:`CheckpointError` when the stored network's weights would not fit in the free memory (before set-up
+    builds it: the allocator's own error names no key)."""
+    from hardlinear.harness.preflight import network_memory_errors
+
+    errors = network_memory_errors(problem, ctx.network, torch.finfo(ctx.dtype).bits // 8, device=str(ctx.device),
+                                   training=False)
+    if errors:
+        raise CheckpointError(f"{source}: refused to load: {errors[0]}")
 
 
 def _trusted_method(config: Any, run_dir: str | os.PathLike):

@@ -812,6 +812,14 @@ def _stored(method: dict, **top) -> dict:
     return {**BASE_STORED, **top, "method": method}
 
 
+def _probe() -> dict:
+    """A probe of the right form (an edited real checkpoint keeps its own): the loader's probe check passes, so the
+    attack reaches what the loader builds from the stored config."""
+    import torch
+
+    return {"xi": torch.zeros(1, 14, dtype=torch.float64), "y": torch.zeros(1, 5, dtype=torch.float64)}
+
+
 def _load_unchecked(run: Path) -> Any:
     """``load_run`` past the probe check (a planted checkpoint has none), so the set-up itself is attacked."""
     from hardlinear.harness.checkpoint import load_run
@@ -834,7 +842,7 @@ def _solver_option_attack(method: dict, target: str, creates: bool):
             victim.write_text("keep")
         stored = {k: (str(victim) if v == "<victim>" else v) for k, v in method.items()}
         try:
-            _load(_plant(w / "run", _stored(stored)))
+            _load(_plant(w / "run", _stored(stored), probe=_probe()))
         finally:
             _untouched(victim, before, "a stored solver option")
 
@@ -866,12 +874,13 @@ def _(w):
 @attack("checkpoint", "problem.case climbing out of the case folder", pattern="is not a PGLib-OPF case")
 def _(w):
     (w / "evil.m").write_text("function mpc = evil\nmpc.baseMVA = 100;\n")
-    _load(_plant(w / "run", _stored(LDR, problem={"name": "dcopf", "case": "../" * 12 + str(w / "evil")[1:], "uncertainty": 0.1})))
+    _load(_plant(w / "run", _stored(LDR, problem={"name": "dcopf", "case": "../" * 12 + str(w / "evil")[1:], "uncertainty": 0.1}),
+                 probe=_probe()))
 
 
 @attack("checkpoint", "problem.path naming a file to read", pattern="does not choose the files this process reads")
 def _(w):
-    _load(_plant(w / "run", _stored(PROPOSED, problem={"name": "linear", "path": "/etc/hostname"})))
+    _load(_plant(w / "run", _stored(PROPOSED, problem={"name": "linear", "path": "/etc/hostname"}), probe=_probe()))
 
 
 for _name, _top, _pattern in (
@@ -891,7 +900,7 @@ def _(w):
 
 @attack("checkpoint", "an option the method does not declare", pattern="method has no option 'log_file'")
 def _(w):
-    _load(_plant(w / "run", _stored({**PROPOSED, "log_file": str(w / "x")})))
+    _load(_plant(w / "run", _stored({**PROPOSED, "log_file": str(w / "x")}), probe=_probe()))
 
 
 for _name, _overrides, _pattern in (

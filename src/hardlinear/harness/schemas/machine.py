@@ -11,7 +11,7 @@ from pathlib import Path
 from hardlinear.harness.results import study_name_problem
 from hardlinear.harness.schemas.checker import _Checker
 from hardlinear.harness.schemas.hints import _is_number
-from hardlinear.harness.schemas.tables import SEED_LIMIT
+from hardlinear.harness.schemas.tables import MAX_THREADS, SEED_LIMIT
 
 
 def _check_paths_and_threads(check: _Checker, data: dict) -> None:
@@ -45,7 +45,7 @@ def _check_seeds_and_names(check: _Checker, data: dict) -> None:
 def _warn_threads(threads: object) -> None:
     """More threads than cores runs, slower: a warning (the hard bound is ``tables.MAX_THREADS``)."""
     cores = available_cores()
-    if _is_number(threads) and threads > cores:
+    if _is_number(threads) and cores < threads <= MAX_THREADS:  # beyond MAX_THREADS: an error, not a warning too
         warnings.warn(
             f"threads={threads} but only {cores} cores are available to this process: the threads will share them "
             f"and run slower; set threads={cores} or fewer",

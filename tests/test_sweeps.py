@@ -87,5 +87,6 @@ def test_a_sweep_counts_only_its_own_records_and_fails_when_a_job_failed(tmp_pat
     second = subprocess.run(sweep_cmd(tmp_path, "seed=0,1", "rerun=true"), cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert second.returncode == 1, second.stdout[-2000:]
     assert "FileExistsError" in second.stderr and "2 run(s) of this sweep failed" in second.stderr
-    assert "(failed 2)" in second.stdout and "ok 2" not in second.stdout
+    assert "0 of 2 runs recorded" in second.stdout and "2 failed without a record of their own" in second.stdout
+    assert "ok 2" not in second.stdout
     assert len(rows(tmp_path)) == 2  # the first sweep's records, untouched

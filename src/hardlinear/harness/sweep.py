@@ -9,8 +9,8 @@ summary come from those records, by status.
 Only this process's records count: each sweep draws a token (``HARDLINEAR_SWEEP_TOKEN``, inherited by the launcher's
 workers) that the runs write into their records' provenance, so two sweeps forced into one folder do not count each
 other's runs. A job that failed without a record of its own (``FileExistsError``: another process's record is in its
-directory) leaves a line under ``.unrecorded/``; the summary counts it as failed, and ``run.py`` exits non-zero when any
-job of its sweep failed (:func:`sweep_failed`).
+directory) leaves a line under ``.unrecorded/``; the summary counts it apart (``unrecorded``), and ``run.py`` exits
+non-zero when any job of its sweep failed or went unrecorded (:func:`sweep_failed`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def note_unrecorded_failure(run_dir: str | Path, reason: str) -> None:
 def sweep_statuses(sweep_dir: str | Path, token: str | None = None) -> Counter:
     """How many runs of a sweep directory have a record, by status (unreadable records count as ``unreadable``).
     ``token``: only the records of that sweep (their provenance's ``sweep_token``), plus its jobs that failed without
-    a record (``failed``); an unreadable record is nobody's then."""
+    a record of their own (``unrecorded``); an unreadable record is nobody's then."""
     counts: Counter = Counter()
     for path in results.record_paths([sweep_dir]):
         try:
@@ -88,7 +88,7 @@ def sweep_statuses(sweep_dir: str | Path, token: str | None = None) -> Counter:
         if token is None or (record.get("provenance") or {}).get("sweep_token") == token:
             counts[record["status"]] += 1
     if token:
-        counts["failed"] += len(list((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*")))
+        counts["unrecorded"] += len(list((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*")))
     return +counts
 
 
@@ -100,14 +100,17 @@ def sweep_failed() -> bool:
 def sweep_summary(counts: Counter, total: int, seconds: float, sweep_dir: Path | None) -> str:
     """The sweep's one closing line: how many runs it recorded (by status), and how many it skipped because they
     were recorded before. A sweep that skipped everything says so, and nothing else."""
-    recorded = sum(counts.values())
-    skipped = max(total - recorded, 0)
-    if recorded == 0 and total:
+    unrecorded = counts["unrecorded"]
+    recorded = sum(counts.values()) - unrecorded
+    skipped = max(total - recorded - unrecorded, 0)
+    lost = (f"; {unrecorded} failed without a record of their own (another process's record was in their directory: "
+            "give each sweep its own hydra.sweep.dir)") if unrecorded else ""
+    if recorded == 0 and total and not unrecorded:
         return (f"[hardlinear] sweep finished in {seconds:.0f} s: all {total} runs were already recorded; nothing ran "
                 "(rerun=true runs them again)")
     by_status = ", ".join(f"{s} {counts[s]}" for s in (*results.STATUSES, "unreadable") if counts[s]) or "none"
     return (f"[hardlinear] sweep finished in {seconds:.0f} s: {recorded} of {total or '?'} runs recorded in {sweep_dir} "
-            f"({by_status})" + (f"; {skipped} skipped, already recorded before (rerun=true runs them again)" if skipped else ""))
+            f"({by_status})" + lost + (f"; {skipped} skipped, already recorded before (rerun=true runs them again)" if skipped else ""))
 
 
 def remove_empty_sweep_dir(sweep_dir: Path | None) -> None:
@@ -229,13 +232,13 @@ class SweepProgress(Callback):
             self._stop.set()
         counts = sweep_statuses(self.sweep_dir, self.token)
         os.environ.pop(SWEEP_TOKEN_ENV, None)
-        recorded = sum(counts.values())
-        self._advance(recorded)
+        self._advance(sum(counts.values()))
         self.bar.close()
         self._restore_output()
         print(sweep_summary(counts, self.total, time.perf_counter() - self.t0, self.sweep_dir), flush=True)
-        if counts["failed"]:
+        failed = counts["failed"] + counts["unrecorded"]
+        if failed:
             _FAILED.append(str(self.sweep_dir))
-            print(f"[hardlinear] {counts['failed']} run(s) of this sweep failed (their reasons are above and in their "
-                  "records); exit status 1", file=sys.stderr, flush=True)
+            print(f"[hardlinear] {failed} run(s) of this sweep failed (their reasons are above, and in their records "
+                  "where they have one); exit status 1", file=sys.stderr, flush=True)
         remove_empty_sweep_dir(self.sweep_dir)

@@ -8,6 +8,8 @@ prints the headline figures. See README "Saved models".
 import argparse
 import sys
 
+MAX_THREADS = 1024  # hardlinear.harness.schemas.tables.MAX_THREADS (read before numpy loads: not imported)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -17,7 +19,11 @@ def main() -> int:
     parser.add_argument("--inputs", default=None, help="your own inputs instead: .npy, .npz (array xi) or .csv, shape (N, k)")
     parser.add_argument("--out", default=None, help="output folder (default: RUN_DIR/eval/<time>-<data>)")
     parser.add_argument("--study", default=None, help="study of the new record (default: <the run's study>-eval)")
-    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache (default: the run's cache_dir)")
+    parser.add_argument("--cache-dir", default=None, help="dataset and rule cache, e.g. data/cache (default: none, nothing cached; never a folder the checkpoint names)")
+    parser.add_argument(
+        "--file", action="append", default=[], metavar="KEY=PATH",
+        help="a problem file the run read, e.g. --file problem.path=my_problem.npz (a checkpoint never names the files read)",
+    )
     parser.add_argument(
         "--allow-missing-probe", action="store_true",
         help="load a checkpoint whose probe (saved outputs that prove the reload) is missing, UNCHECKED, with a warning",
@@ -25,10 +31,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.test_seed is not None and not 0 <= args.test_seed < 2**63:
         parser.error(f"--test-seed must be in [0, 2**63); got {args.test_seed}")
-    if args.test_size is not None and args.test_size < 1:
-        parser.error(f"--test-size must be >= 1; got {args.test_size}")
+    if args.test_size is not None and not 1 <= args.test_size <= 10_000_000:
+        parser.error(f"--test-size must be in [1, 10,000,000] (each instance is solved by the reference solver); got {args.test_size:,}")
     if args.inputs is not None and (args.test_seed is not None or args.test_size is not None):
         parser.error("--inputs replaces the sampled test set: drop --test-seed and --test-size")
+    files = dict(item.split("=", 1) for item in args.file if "=" in item)
+    if len(files) != len(args.file):
+        parser.error(f"--file takes KEY=PATH, e.g. --file problem.path=my_problem.npz; got {args.file}")
 
     from hardlinear.threads import size_native_pools
 
@@ -40,7 +49,7 @@ def main() -> int:
     try:
         record = evaluate_run(
             args.run_dir, test_seed=args.test_seed, test_size=args.test_size, inputs=args.inputs,
-            out_dir=args.out, cache_dir=args.cache_dir, study=args.study,
+            out_dir=args.out, cache_dir=args.cache_dir, files=files, study=args.study,
             allow_missing_probe=args.allow_missing_probe,
         )
     except (CheckpointError, BadRecord, FileExistsError, FileNotFoundError, ValueError) as err:
@@ -66,8 +75,8 @@ def _run_threads(run_dir: str) -> int:
             continue
         config = body.get("config", body) if isinstance(body, dict) else {}
         threads = config.get("threads") if isinstance(config, dict) else None
-        if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
-            return threads
+        if isinstance(threads, int) and not isinstance(threads, bool) and 1 <= threads <= MAX_THREADS:
+            return threads  # more is refused by the loader; the pools must not be sized from it before that
     return 1
 
 

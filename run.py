@@ -56,3 +56,6 @@ if __name__ == "__main__":
         print("\n".join(f"error: {e}" for e in errors), file=sys.stderr)
         sys.exit(1)
     main()
+    from hardlinear.harness.sweep import sweep_failed
+
+    sys.exit(1 if sweep_failed() else 0)  # a sweep with a failed job is not a success

@@ -795,9 +795,238 @@ def _(w):
     _cli(["evaluate.py", str(copy)])
 
 
-@attack("evaluate.py", "negative --test-size", pattern="--test-size must be >= 1", slow=True)
+@attack("evaluate.py", "negative --test-size", pattern=r"--test-size must be in \[1, ", slow=True)
 def _(w):
     _cli(["evaluate.py", str(w), "--test-size", "-3"])
+
+
+# --- issue 43: a checkpoint is data (stored options checked like the command line), the last unclear and silent ---
+BASE_STORED = {"problem": {"name": "dcopf_14"}, "seed": 0, "dtype": "float32", "threads": 1}
+OPTIMIZER = {"_target_": "hardlinear.methods.optimizer.Optimizer", "name": "optimizer", "solver": "highs"}
+POST_PROJECTION = {"_target_": "hardlinear.methods.post_projection.PostProjection", "name": "post_projection"}
+PROPOSED = {"_target_": "hardlinear.methods.proposed.Proposed", "name": "proposed"}
+LDR = {"_target_": "hardlinear.methods.ldr.LDR", "name": "ldr"}
+
+
+def _stored(method: dict, **top) -> dict:
+    return {**BASE_STORED, **top, "method": method}
+
+
+def _probe() -> dict:
+    """A probe of the right form (an edited real checkpoint keeps its own): the loader's probe check passes, so the
+    attack reaches what the loader builds from the stored config."""
+    import torch
+
+    return {"xi": torch.zeros(1, 14, dtype=torch.float64), "y": torch.zeros(1, 5, dtype=torch.float64)}
+
+
+def _load_unchecked(run: Path) -> Any:
+    """``load_run`` past the probe check (a planted checkpoint has none), so the set-up itself is attacked."""
+    from hardlinear.harness.checkpoint import load_run
+
+    return load_run(run, allow_missing_probe=True)
+
+
+def _untouched(victim: Path, before: str | None, what: str) -> None:
+    """``Verdict("security")`` when ``victim`` was created (``before`` None) or changed by a load."""
+    now = victim.read_text() if victim.is_file() else None
+    if now != before or (before is None and victim.exists()):
+        raise Verdict("security", f"{victim} was {'created' if before is None else 'changed'} by {what}")
+
+
+def _solver_option_attack(method: dict, target: str, creates: bool):
+    def run(w: Path) -> None:
+        victim = w / target
+        before = None if creates else "keep"
+        if not creates:
+            victim.write_text("keep")
+        stored = {k: (str(victim) if v == "<victim>" else v) for k, v in method.items()}
+        try:
+            _load(_plant(w / "run", _stored(stored), probe=_probe()))
+        finally:
+            _untouched(victim, before, "a stored solver option")
+
+    return run
+
+
+for _name, _method, _target, _creates in (
+    ("HiGHS solution_file overwrites a file", {**OPTIMIZER, "write_solution_to_file": True, "solution_file": "<victim>"}, "precious", False),
+    ("HiGHS log_file creates a file", {**OPTIMIZER, "output_flag": True, "log_file": "<victim>"}, "highs.log", True),
+    ("Gurobi LogFile through the optimizer", {**OPTIMIZER, "solver": "gurobi", "LogFile": "<victim>"}, "gurobi.log", True),
+    ("Gurobi LogFile through post-projection", {**POST_PROJECTION, "solver": "gurobi", "LogFile": "<victim>"}, "gurobi.log", True),
+    ("SCS write_data_filename through the projection layer",
+     {"_target_": "hardlinear.methods.projection_layer.ProjectionLayer", "solve_method": "SCS", "write_data_filename": "<victim>"}, "scs", True),
+):
+    ATTACKS.append(Attack("checkpoint", _name, _solver_option_attack(_method, _target, _creates), "reject",
+                          "refused to load: its stored config fails the checks run.py applies: .*has no option"))
+
+
+@attack("checkpoint", "cache_dir names a folder to create", pattern="does not fit")
+def _(w):
+    evil = w / "evil" / "dir"
+    try:
+        _load_unchecked(_plant(w / "run", _stored(LDR, cache_dir=str(evil))))  # the empty planted state fails after set-up
+    finally:
+        if (w / "evil").exists():
+            raise Verdict("security", f"{evil} was created: the checkpoint chose where this process writes")
+
+
+@attack("checkpoint", "problem.case climbing out of the case folder", pattern="is not a PGLib-OPF case")
+def _(w):
+    (w / "evil.m").write_text("function mpc = evil\nmpc.baseMVA = 100;\n")
+    _load(_plant(w / "run", _stored(LDR, problem={"name": "dcopf", "case": "../" * 12 + str(w / "evil")[1:], "uncertainty": 0.1}),
+                 probe=_probe()))
+
+
+@attack("checkpoint", "problem.path naming a file to read", pattern="does not choose the files this process reads")
+def _(w):
+    _load(_plant(w / "run", _stored(PROPOSED, problem={"name": "linear", "path": "/etc/hostname"}), probe=_probe()))
+
+
+for _name, _top, _pattern in (
+    ("threads=100000 (segfaulted)", {"threads": 100000}, r"threads must be in \[1, 1024\]"),
+    ("threads=-3 (loaded)", {"threads": -3}, r"threads must be in \[1, 1024\]"),
+    ("network.hidden=10**7 (allocator error)", {"network": {"hidden": 10**7, "layers": 2}}, r"network.hidden must be in"),
+    ("a network beyond the free memory", {"network": {"hidden": 65536, "layers": 255}}, r"network.hidden=65536 .*needs about"),
+):
+    ATTACKS.append(Attack("checkpoint", _name, (lambda top: lambda w: _load_unchecked(_plant(w / "run", _stored(LDR, **top))))(_top),
+                          "reject", _pattern))
+
+
+@attack("checkpoint", "method.refine_eval_steps=10**9 (hung)", pattern=r"refine_eval_steps must be in \[1, 100000\]")
+def _(w):
+    _load(_plant(w / "run", _stored({**PROPOSED, "refine": "dr", "refine_eval_steps": 10**9})))
+
+
+@attack("checkpoint", "an option the method does not declare", pattern="method has no option 'log_file'")
+def _(w):
+    _load(_plant(w / "run", _stored({**PROPOSED, "log_file": str(w / "x")}), probe=_probe()))
+
+
+for _name, _overrides, _pattern in (
+    ("a solver option that writes a log", ["method=optimizer", "+method.log_file=/tmp/highs.log"], "has no option 'log_file'"),
+    ("pinet bwd_tol=nan (recorded ok)", ["method=pinet", "method.bwd_tol=nan"], "bwd_tol must be a finite number"),
+    ("a constructor-only check (refine_pick without refine)", ["method=proposed", "method.refine_pick=objective"], "refine_pick=objective"),
+    ("fsnet unrolled > max_iter (a started run)", ["method=fsnet", "method.unrolled=100", "method.max_iter=50"], "unrolled must be in"),
+    ("threads=100000", ["threads=100000"], r"threads must be in \[1, 1024\]"),
+    ("network.hidden=10**7", ["network.hidden=10000000"], "network.hidden must be in"),
+):
+    ATTACKS.append(Attack("config", _name, (lambda o: lambda w: _validate("problem=dcopf_14", *o))(_overrides), "reject", _pattern))
+
+
+@attack("config", "trainer.resume with a method that trains nothing (ignored, ok)", pattern="trains nothing here")
+def _(w):
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.harness import runner
+
+    (w / "earlier").mkdir()
+    (w / "earlier" / "last.pt").write_bytes(b"")
+    overrides = ["problem=dcopf_14", "method=ldr", "trainer=fast", "progress=false", f"trainer.resume={w / 'earlier'}",
+                 f"cache_dir={w / 'cache'}", f"results_dir={w / 'results'}"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    runner.run(cfg, w / "run")
+
+
+for _name, _args, _pattern in (
+    ("method=nonexistent (run.py)", ["method=nonexistent"], r"^error: method='nonexistent' is not an option of conf/method/; choose one of"),
+    ("problem=nonexistent (run.py)", ["problem=nonexistent"], r"^error: problem='nonexistent' is not an option of conf/problem/"),
+    ("+experiment=../x (run.py)", ["+experiment=../x"], r"^error: experiment='../x' is not an option of conf/experiment/"),
+    ("study with non-ASCII (run.py)", ["study=caf\u00e9"], r"^error: study='caf\u00e9': a study name is one folder name"),
+    ("study with a newline (run.py)", ["study=a\nb"], r"^error: study='a\\nb': a study name is one folder name"),
+    ("threads=100000 (run.py: segfaulted)", ["threads=100000"], r"^error: threads must be in \[1, 1024\]; got 100000"),
+):
+    ATTACKS.append(Attack("config", _name, (lambda a: lambda w: _cli(["run.py", "problem=dcopf_14", *a, f"hydra.run.dir={w / 'run'}"]))(_args),
+                          "reject", _pattern, slow=True))
+
+
+for _name, _change, _pattern in (
+    ("c as strings", {"c": np.array(["1", "2"])}, "c must be a real numeric array; it holds text"),
+    ("c complex (recorded ok)", {"c": np.array([1 + 1j, 1.0])}, "c must be a real numeric array; it is complex"),
+    ("an entry of 1e300 in H", {"H": np.array([[1e300, 1.0], [-1.0, 0.0], [0.0, -1.0]])}, r"H has 1 entries of magnitude above 1e\+150"),
+    ("an entry of 1e-300 in H", {"H": np.array([[1.0, 1e-300], [-1.0, 0.0], [0.0, -1.0]])}, r"H has 1 entries of magnitude non-zero and below"),
+    ("an entry of 1e300 in h0", {"h0": np.array([1e300, 0.0, 0.0])}, r"h0 has 1 entries of magnitude above"),
+):
+    ATTACKS.append(Attack("npz problem file", _name, (lambda c: lambda w: _build(_problem_file(w, **c)))(_change), "reject", _pattern))
+
+
+def _layer_constraints(**kw):
+    from hardlinear import LinearConstraints
+
+    args = {"H": np.vstack([np.eye(2), -np.eye(2)]), "h": (np.ones(4), np.zeros((4, 1))), **kw}
+    return LinearConstraints(np.zeros(1), np.ones(1), **args)
+
+
+def _raises(theta):
+    raise ZeroDivisionError("a bug in the user's function")
+
+
+for _name, _kw, _pattern in (
+    ("LinearConstraints with n = 0 (accepted)", {"H": np.zeros((2, 0)), "h": np.ones(2)}, "0 columns"),
+    ("LinearConstraints with a callable H that raises", {"H": _raises, "h": np.ones(2)}, r"H\(theta\) raised ZeroDivisionError"),
+    ("LinearConstraints with 1e300 in H", {"H": np.array([[1e300, 0.0], [0.0, 1.0]]), "h": np.ones(2)}, "magnitude above"),
+    ("LinearConstraints with 1e-300 in H", {"H": np.array([[1e-300, 1.0], [0.0, 1.0]]), "h": np.ones(2)}, "non-zero and below"),
+):
+    ATTACKS.append(Attack("layer call", _name, (lambda kw: lambda w: _layer_constraints(**kw))(_kw), "reject", _pattern))
+
+
+@attack("layer call", "feasibility_layer with cache_dir a file", pattern="cannot hold the rule cache")
+def _(w):
+    from hardlinear import feasibility_layer
+
+    (w / "f").write_text("x")
+    feasibility_layer(_layer_constraints(), cache_dir=w / "f", progress=False)
+
+
+@attack("layer call", "feasibility_layer with cache_dir under /proc", pattern="cannot hold the rule cache")
+def _(w):
+    from hardlinear import feasibility_layer
+
+    feasibility_layer(_layer_constraints(), cache_dir="/proc/hardlinear-cache", progress=False)
+
+
+@attack("layer call", "a folder where the rule cache file goes", pattern="a folder sits where the rule's cache file goes")
+def _(w):
+    from hardlinear import feasibility_layer
+
+    feasibility_layer(_layer_constraints(), cache_dir=w, progress=False)
+    for cached in (w / "decision_rules").glob("*.rule"):
+        cached.unlink()
+        cached.mkdir()
+    feasibility_layer(_layer_constraints(), cache_dir=w, progress=False)
+
+
+@attack("evaluate.py", "--out under a file", pattern="--out .* cannot be created: .* is a file", slow=True)
+def _(w):
+    (w / "f").write_text("x")
+    _cli(["evaluate.py", str(_finished_run(w)), "--out", str(w / "f" / "sub"), "--test-size", "3"])
+
+
+@attack("evaluate.py", "--out under /proc", pattern="--out /proc/x cannot be written", slow=True)
+def _(w):
+    _cli(["evaluate.py", str(_finished_run(w)), "--out", "/proc/x", "--test-size", "3"])
+
+
+@attack("evaluate.py", "--test-size 1000000000", pattern=r"--test-size must be in \[1, 10,000,000\]", slow=True)
+def _(w):
+    _cli(["evaluate.py", str(_finished_run(w)), "--test-size", "1000000000"])
+
+
+@attack("evaluate.py", "--inputs outside the box", pattern="outside the input box", slow=True)
+def _(w):
+    np.save(w / "x.npy", np.full((2, 14), 1e3))
+    _cli(["evaluate.py", str(_finished_run(w)), "--inputs", str(w / "x.npy"), "--out", str(w / "o")])
+
+
+@attack("results root", "two sweeps forced into one folder (8 of 8 ok, exit 0)", pattern=r"run\(s\) of this sweep failed", slow=True)
+def _(w):
+    sweep = ["run.py", "-m", "problem=dcopf_14", "method=penalty", "trainer=fast", "progress=false", "data.val_size=8",
+             "data.test_size=8", "eval.throughput_batch=64", "seed=0,1", f"results_dir={w}", f"cache_dir={w / 'cache'}",
+             f"hydra.sweep.dir={w / 'multirun'}"]
+    _cli(sweep)
+    _cli([*sweep, "rerun=true"])  # every job finds the first sweep's record in its directory
+
 
 
 # --- the table ------------------------------------------------------------------------------------------------------

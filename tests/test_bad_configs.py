@@ -68,7 +68,7 @@ BAD = [
         "method has no option 'momentumm'; valid options: completion, eq_fraction, layer_dtype, lr, max_iter, momentum",
     ),
     (["method=dc3", "method.momentum=1.0"], "method.momentum must be in [0, 1); got 1.0"),
-    (["method=dc3", "method.max_iter=0"], "method.max_iter must be >= 1; got 0"),
+    (["method=dc3", "method.max_iter=0"], "method.max_iter must be in [1, 100000]; got 0"),
     (["method=apm", "method.tol=0"], "method.tol must be > 0; got 0"),
     (["method=apm", "method.max_iter=ten"], "method.max_iter must be an int; got 'ten' (str)"),
     (["method=eapm", "method.relaxation=2.0"], "method.relaxation must be in (0, 2); got 2.0"),
@@ -118,15 +118,15 @@ BAD = [
     (["seed=1.5"], "seed must be an int; got 1.5 (float)"),
     (["device=gpu"], "device must be cpu, cuda or cuda:N; got 'gpu'"),
     (["dtype=float16"], "dtype must be one of float32, float64; got 'float16'"),
-    (["threads=0"], "threads must be >= 1; got 0"),
+    (["threads=0"], "threads must be in [1, 1024]; got 0"),
     (["results_dir=null"], "results_dir must be a string; got null"),
     (["rerun=maybe"], "rerun must be a bool"),
     (["eval.diverged_gap=0"], "eval.diverged_gap must be > 0; got 0"),
-    (["data.val_size=0"], "data.val_size must be >= 1; got 0"),
+    (["data.val_size=0"], "data.val_size must be in [1, 1e+07]; got 0"),
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
     (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'"),
     (["+data.train_size=10"], "data has no option 'train_size'"),
-    (["network.hidden=0"], "network.hidden must be >= 1; got 0"),
+    (["network.hidden=0"], "network.hidden must be in [1, 65536]; got 0"),
     (["network.layers=two"], "network.layers must be an int; got 'two' (str)"),
     (["network.batch_norm=maybe"], "network.batch_norm must be a bool (true or false); got 'maybe' (str)"),
     (["eval.warmup=-1"], "eval.warmup must be >= 0; got -1"),
@@ -144,6 +144,15 @@ BAD = [
     (["cache_dir="], "cache_dir='' is empty; give a folder path such as data/cache"),
     (["cache_dir=/proc/hardlinear-cache"], "cache_dir='/proc/hardlinear-cache' cannot be written (/proc: "),
     (["results_dir=/proc/hardlinear-results"], "results_dir='/proc/hardlinear-results' cannot be written (/proc: "),
+    # --- issue 43: solver options from an allow-list, bounded counts, the constructor's checks before the run ---
+    (["method=optimizer", "+method.log_file=/tmp/highs.log"], "method: solver highs has no option 'log_file' that a config may set"),
+    (["method=optimizer", "+method.time_limit=-1"], "method: solver option time_limit of highs must be in [0, 1e+09]; got -1"),
+    (["method=post_projection_gurobi", "+method.LogFile=g.log"], "method: solver gurobi has no option 'LogFile'"),
+    (["threads=100000"], "threads must be in [1, 1024]; got 100000"),
+    (["method=proposed", "method.refine=dr", "method.refine_eval_steps=1000000000"], "method.refine_eval_steps must be in [1, 100000]"),
+    (["method=proposed", "method.refine_pick=objective"], "method proposed: method.refine_pick=objective chooses between the raw"),
+    (["method=pinet", "method.bwd_tol=nan"], "method.bwd_tol must be a finite number >= 0; got nan"),
+    (["method=fsnet", "method.unrolled=100", "method.max_iter=50"], "method fsnet: unrolled must be in [0, max_iter = 50]; got 100"),
 ]
 
 
@@ -267,6 +276,21 @@ def test_batch_too_large_for_memory_is_refused_with_the_estimate():
     assert "set trainer.batch_size to at most 1,000,000" in message and "eval.throughput_batch" not in message
 
 
+def test_a_network_too_large_for_memory_names_the_largest_hidden_that_fits():
+    """Issue 43: network.hidden within its range but its weights beyond the free memory: one line, not the
+    allocator's error (checked with the batches, before set-up, and on the load path)."""
+    from hardlinear.harness.preflight import check_batch_memory, network_weight_bytes
+    from hardlinear.problems import build_problem
+
+    problem = build_problem("dcopf_14")
+    network = {"hidden": 65536, "layers": 8}
+    available = network_weight_bytes(problem, {"hidden": 4096, "layers": 8})
+    with pytest.raises(ConfigError) as info:
+        check_batch_memory(problem, network, 64, 64, available=available)
+    message = str(info.value)
+    assert message.startswith("network.hidden=65536 with network.layers=8 needs about") and "set network.hidden to at most 4,096" in message
+
+
 def _run_expecting(overrides, tmp_path):
     from hardlinear.harness import runner as harness
 
@@ -340,3 +364,26 @@ def test_a_key_only_another_option_of_the_group_has_names_that_option():
     assert "trainer=default has no such key; trainer=budget_120s sets it" in missing
     assert "trainer=budget_120s trainer.time_budget_s=300" in missing and "nothing reads" not in missing
     assert ok == "[]"
+
+
+# --- issue 43: a group choice that does not exist, and names Hydra's grammar refuses, in one line each ---------------
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["method=nonexistent"], "method='nonexistent' is not an option of conf/method/; choose one of: alm, apm"),
+    (["problem=dcopf_14,dcopf_1"], "problem='dcopf_1' is not an option of conf/problem/ (did you mean dcopf_14?)"),
+    (["+experiment=../x"], "experiment='../x' is not an option of conf/experiment/; choose one of: "),
+    (["experiment=../x"], "experiment='../x' is not an option of conf/experiment/"),
+    (["study=caf\u00e9"], "study='caf\u00e9': a study name is one folder name of printable ASCII"),
+    (["study=a\nb"], "e.g. study=a-b"),
+])
+def test_a_choice_that_does_not_exist_is_one_line_listing_the_options(argv, expected):
+    from hardlinear.harness.overrides import unknown_choice_errors
+
+    errors = unknown_choice_errors(argv, CONF)
+    assert len(errors) == 1 and expected in errors[0], errors
+
+
+def test_existing_choices_labels_and_sweeps_pass_the_choice_check():
+    from hardlinear.harness.overrides import unknown_choice_errors
+
+    assert unknown_choice_errors(["method=proposed,ldr", "problem=dcopf_14", "+experiment=table_lp", "experiment=mylabel",
+                                  "study=smoke", "method=glob(*)", "trainer=fast"], CONF) == []

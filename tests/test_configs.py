@@ -60,4 +60,6 @@ def test_cli_help_and_bad_choice_lists_valid_options():
     assert ok.returncode == 0 and "problem:" in ok.stdout.replace("problem: ", "problem:")
     bad = subprocess.run([sys.executable, "run.py", "problem=dcopf_13", "--cfg", "job"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0
-    assert "Available options in 'problem'" in bad.stderr and "dcopf_118" in bad.stderr
+    # issue 43: one line naming the choice and listing the options, not Hydra's 28-line message
+    assert bad.stderr.startswith("error: problem='dcopf_13' is not an option of conf/problem/") and "dcopf_118" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -101,3 +101,31 @@ def test_evaluate_cli_refuses_a_probeless_checkpoint_and_a_zero_row_inputs_file(
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 1 and "have no rows" in out.stderr and "Traceback" not in out.stderr, out.stderr[-1500:]
     assert not (tmp_path / "o").exists()
+
+
+# --- issue 43: an unusable --out, a huge --test-size and inputs outside the box, each one line before any work ------
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_an_out_that_cannot_be_made_is_named_before_any_work(run_dir, tmp_path, where):
+    if where == "under-a-file":
+        (tmp_path / "a-file").write_text("x")
+        out, expected = tmp_path / "a-file" / "sub", r"--out .*a-file/sub cannot be created: .*a-file is a file, not a folder"
+    else:
+        out, expected = Path("/proc/hardlinear-eval"), r"--out /proc/hardlinear-eval cannot be written \(/proc: "
+    with pytest.raises(ValueError, match=expected) as info:
+        evaluate_run(run_dir, test_size=3, test_seed=7, out_dir=out)
+    assert ".partial" not in str(info.value)
+
+
+def test_a_test_size_beyond_any_evaluation_is_refused_before_work(run_dir):
+    with pytest.raises(ValueError, match=r"--test-size must be in \[1, 10,000,000\] .*; got 1,000,000,000"):
+        evaluate_run(run_dir, test_size=10**9)
+
+
+def test_inputs_outside_the_box_are_named_not_a_solver_traceback(run_dir, tmp_path):
+    box = load_run(run_dir).problem.box
+    xi = np.vstack([box.mid, np.asarray(box.hi) * 3.0])
+    path = tmp_path / "far.npy"
+    np.save(path, xi)
+    with pytest.raises(ValueError, match=r"inputs in .*far.npy: 1 rows lie outside the input box \(first: row 1, .*widen lo/hi"):
+        evaluate_run(run_dir, inputs=path, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -100,15 +100,15 @@ def test_own_npz_study_start_to_finish(tmp_path):
     now = second[(second["method"] == "proposed") & (second["problem_sha256"] == _sha12(problem))]
     run_dir = Path(now["record"].iloc[0]).parent
     probe = ("import sys, torch, hardlinear; from hardlinear.harness.checkpoint import read_checkpoint;"
-             "m = hardlinear.load_run(sys.argv[1]); p = read_checkpoint(sys.argv[1])['probe'];"
+             "m = hardlinear.load_run(sys.argv[1], files={'problem.path': sys.argv[2]}, cache_dir=sys.argv[3]); p = read_checkpoint(sys.argv[1])['probe'];"
              "print('diff', float((m.predict(p['xi']).y.double() - p['y']).abs().max()))")
     for threads in ("1", "2"):
         env = {"OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONPATH": str(ROOT / "src")}
-        assert "diff" in sh([PY, "-c", probe, str(run_dir)], env=env).stdout
-        ev = sh([PY, "evaluate.py", str(run_dir), "--test-seed", "7", "--out", str(tmp_path / f"eval{threads}")], env=env)
+        assert "diff" in sh([PY, "-c", probe, str(run_dir), str(problem), str(tmp_path / "cache")], env=env).stdout
+        ev = sh([PY, "evaluate.py", str(run_dir), "--file", f"problem.path={problem}", "--cache-dir", str(tmp_path / "cache"), "--test-seed", "7", "--out", str(tmp_path / f"eval{threads}")], env=env)
         assert "evaluated linear/proposed" in ev.stdout
     old = first[first["method"] == "proposed"]
-    refused = subprocess.run([PY, "-c", probe, str(Path(old["record"].iloc[0]).parent)], cwd=ROOT, capture_output=True, text=True)
+    refused = subprocess.run([PY, "-c", probe, str(Path(old["record"].iloc[0]).parent), str(problem), str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True)
     assert refused.returncode != 0 and "changed since the run" in refused.stderr  # the file it was trained on is gone
 
     # --- training resumes from the last checkpoint, and ends where an uninterrupted run ends ------------------------------

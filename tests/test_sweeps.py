@@ -76,3 +76,17 @@ def test_sweep_count_lets_the_command_line_win_over_the_experiment():
     assert count_sweep(sweep_overrides(config)) == 10
     config.hydra.overrides.task = ["+experiment=table_lp"]
     assert count_sweep(sweep_overrides(config)) == 30
+
+
+def test_a_sweep_counts_only_its_own_records_and_fails_when_a_job_failed(tmp_path):
+    """Issue 43: a second sweep forced into the first one's folder (rerun=true) finds another process's record in
+    every run directory: each job fails with FileExistsError, and its summary must say so and exit non-zero, not
+    count the first sweep's records as its own ("2 of 2 runs recorded (ok 2)", exit 0)."""
+    first = subprocess.run(sweep_cmd(tmp_path, "seed=0,1"), cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert first.returncode == 0 and "2 of 2 runs recorded" in first.stdout and "ok 2" in first.stdout, first.stderr[-2000:]
+    second = subprocess.run(sweep_cmd(tmp_path, "seed=0,1", "rerun=true"), cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert second.returncode == 1, second.stdout[-2000:]
+    assert "FileExistsError" in second.stderr and "2 run(s) of this sweep failed" in second.stderr
+    assert "0 of 2 runs recorded" in second.stdout and "2 failed without a record of their own" in second.stdout
+    assert "ok 2" not in second.stdout
+    assert len(rows(tmp_path)) == 2  # the first sweep's records, untouched

@@ -17,6 +17,9 @@ import sys
 import warnings
 
 POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+MAX_THREADS = 1024
+"""Largest ``threads`` that sizes the pools (``harness.schemas.tables.MAX_THREADS``): OpenBLAS sized for 100000
+threads failed to allocate its buffers and the process segfaulted before the config validation could refuse it."""
 
 
 def size_native_pools(threads: int) -> None:
@@ -27,7 +30,7 @@ def size_native_pools(threads: int) -> None:
     size the import gave them. A value the user exported is kept (a cluster's job script may set it on purpose).
     Later jobs of a sweep find every variable set (by the first job) and pass silently.
     """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
         return  # the config validation reports a bad `threads` with the other config errors
     if "numpy" in sys.modules or "torch" in sys.modules:
         if not all(name in os.environ for name in POOL_VARIABLES):

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from hardlinear.arrays import check_magnitudes, real_array
 from hardlinear.constraints import ConstraintFamily, InputBox, InputDependentFamily, JointlyLinearFamily
 
 Matrix = np.ndarray | sp.spmatrix
@@ -87,8 +88,11 @@ class LinearConstraints:
                 raise ValueError(f"{given} is given but {missing} is not: each side of {label} y ~ {label.lower()} needs both")
         k = box.k
         theta0 = box.mid
-        lhs_at = {lab: (m(theta0) if callable(m) else m) for lab, m in (("G", G), ("H", H)) if m is not None}
+        lhs_at = {lab: (_call(m, lab, theta0) if callable(m) else m) for lab, m in (("G", G), ("H", H)) if m is not None}
         n = _columns(lhs_at)
+        if n == 0:
+            raise ValueError("G and H have 0 columns: a layer needs at least one output variable (n = the number of "
+                             "columns, one per output)")
         G0 = _matrix(lhs_at["G"], "G", n) if "G" in lhs_at else np.zeros((0, n))
         H0 = _matrix(lhs_at["H"], "H", n) if "H" in lhs_at else np.zeros((0, n))
         B_eq = _rhs(g, "g", "G", G0.shape[0], k, box) if G is not None else np.zeros((0, k + 1))
@@ -202,11 +206,11 @@ def _cost_side(c: Any, n: int, k: int, box: InputBox) -> tuple[Any, np.ndarray |
     if c is None:
         return None, None
     if callable(c):
-        c0 = _finite(_real(c(np.zeros(k)), "c(0)"), "c(0)").reshape(-1)
+        c0 = _finite(_real(_call(c, "c", np.zeros(k)), "c(0)"), "c(0)").reshape(-1)
         if c0.shape != (n,):
             raise ValueError(f"c(theta) has {c0.size} entries but the constraints have n = {n} variables")
-        C = np.column_stack([_finite(_real(c(e), f"c(e_{j})"), "c").reshape(-1) - c0 for j, e in enumerate(np.eye(k))]) if k else np.zeros((n, 0))
-        _check_affine(lambda th: _real(c(th), "c").reshape(-1), lambda th: c0 + C @ th, "c", box)
+        C = np.column_stack([_finite(_real(_call(c, "c", e), f"c(e_{j})"), "c").reshape(-1) - c0 for j, e in enumerate(np.eye(k))]) if k else np.zeros((n, 0))
+        _check_affine(lambda th: _real(_call(c, "c", th), "c").reshape(-1), lambda th: c0 + C @ th, "c", box)
         return c0, (C if np.any(C) else None)
     if isinstance(c, tuple):
         if len(c) != 2:
@@ -250,6 +254,7 @@ def _box(lo: Any, hi: Any) -> InputBox:
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
             raise ValueError(f"{name} is not finite at inputs {bad[:10].tolist()}: the rule needs a bounded input box")
+        check_magnitudes(arr, name)
     swapped = np.flatnonzero(lo_a > hi_a)
     if swapped.size:
         raise ValueError(f"lo > hi at inputs {swapped[:10].tolist()}: swap them (lo is the lower corner of the box)")
@@ -257,19 +262,27 @@ def _box(lo: Any, hi: Any) -> InputBox:
 
 
 def _real(value: Any, name: str) -> np.ndarray:
-    if sp.issparse(value):
-        value = value.toarray()
-    arr = np.asarray(value)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool) or np.iscomplexobj(arr):
-        raise ValueError(f"{name} must be a real numeric array; got dtype {arr.dtype}")
-    return arr.astype(np.float64)
+    """A real float64 array (text, objects and complex numbers refused, naming ``name``)."""
+    return real_array(value, name)
 
 
 def _finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """``arr`` when every entry is finite and within float64's working range (:mod:`hardlinear.arrays`)."""
     if not np.all(np.isfinite(arr)):
         where = np.argwhere(~np.isfinite(arr))[0].tolist()
         raise ValueError(f"{name} has a NaN or inf entry (first at index {where}): every coefficient must be finite")
-    return arr
+    return check_magnitudes(arr, name)
+
+
+def _call(f: Callable, name: str, theta: np.ndarray) -> Any:
+    """``f(theta)``; an error inside the user's callable is reported as theirs, with the input it was called at."""
+    try:
+        return f(theta)
+    except Exception as err:  # noqa: BLE001 - any error of a user's function means the same thing here
+        raise ValueError(
+            f"{name}(theta) raised {type(err).__name__}: {err} (called at theta = {np.array2string(theta, precision=4)}); "
+            f"{name} must return its value for every theta of the input box"
+        ) from err
 
 
 def _columns(lhs: dict[str, Any]) -> int:
@@ -294,14 +307,14 @@ def _matrix(mat: Any, name: str, n: int) -> np.ndarray:
 def _rhs(side: Side, name: str, lhs: str, rows: int, k: int, box: InputBox) -> np.ndarray:
     """``(rows, k + 1)``: ``[constant | input matrix]`` for ``x = (1, theta)``."""
     if callable(side):
-        const = _vector(side(np.zeros(k)), f"{name}(0)", rows, lhs)
+        const = _vector(_call(side, name, np.zeros(k)), f"{name}(0)", rows, lhs)
         B = np.zeros((rows, k + 1))
         B[:, 0] = const
         for j in range(k):
             e = np.zeros(k)
             e[j] = 1.0
-            B[:, j + 1] = _vector(side(e), f"{name}(e_{j})", rows, lhs) - const
-        _check_affine(lambda th: _vector(side(th), name, rows, lhs), lambda th: B[:, 0] + B[:, 1:] @ th, name, box)
+            B[:, j + 1] = _vector(_call(side, name, e), f"{name}(e_{j})", rows, lhs) - const
+        _check_affine(lambda th: _vector(_call(side, name, th), name, rows, lhs), lambda th: B[:, 0] + B[:, 1:] @ th, name, box)
         return B
     if isinstance(side, tuple):
         if len(side) != 2:
@@ -336,12 +349,12 @@ def _stack(lhs: Matrix | Callable, name: str, shape: tuple[int, int], box: Input
     if not callable(lhs):
         out[0] = _matrix(lhs, name, shape[1])
         return out
-    out[0] = _matrix(lhs(np.zeros(k)), f"{name}(0)", shape[1])
+    out[0] = _matrix(_call(lhs, name, np.zeros(k)), f"{name}(0)", shape[1])
     for j in range(k):
         e = np.zeros(k)
         e[j] = 1.0
-        out[j + 1] = _matrix(lhs(e), f"{name}(e_{j})", shape[1]) - out[0]
-    _check_affine(lambda th: _matrix(lhs(th), name, shape[1]), lambda th: np.tensordot(np.r_[1.0, th], out, axes=1), name, box)
+        out[j + 1] = _matrix(_call(lhs, name, e), f"{name}(e_{j})", shape[1]) - out[0]
+    _check_affine(lambda th: _matrix(_call(lhs, name, th), name, shape[1]), lambda th: np.tensordot(np.r_[1.0, th], out, axes=1), name, box)
     return out
 
 

@@ -20,18 +20,20 @@ else solved again), then the saved tensors replace it, so the weights and the ru
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import logging
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from hardlinear.atomic import atomic_write_bytes
-from hardlinear.harness.content import changed_files
+from hardlinear.harness.content import CONTENT_KEY, changed_files, file_keys
 from hardlinear.harness.reload import mismatch_message, pinned_threads, probe_tolerance, thread_info
 
 log = logging.getLogger(__name__)
@@ -151,6 +153,7 @@ def load_run(
     *,
     device: str = "cpu",
     cache_dir: str | os.PathLike | None = None,
+    files: Mapping[str, str | os.PathLike] | None = None,
     verify: bool = True,
     allow_missing_probe: bool = False,
 ):
@@ -158,9 +161,14 @@ def load_run(
 
     ``method.predict(xi)`` gives the outputs the run gave (checked on the stored probe inputs when ``verify``:
     :class:`CheckpointError` otherwise). ``method.problem`` is the rebuilt problem; ``method.run_config`` the
-    run's resolved config. ``cache_dir`` overrides where the rule's cache is looked for (default: the run's).
-    The stored config may name only this package's method classes (:mod:`hardlinear.harness.trusted`), checked
-    before anything is built. A checkpoint without its probe is refused unless ``allow_missing_probe`` (then
+    run's resolved config. ``cache_dir``: where the rebuilt rule's cache is looked for and written; None (the
+    default): nowhere, the rule is rebuilt in memory (the saved tensors replace it anyway). Never the folder the
+    checkpoint names: a stored path would let a file choose where this process writes. The stored config may name only this
+    package's method classes, and every stored option passes ``run.py``'s checks
+    (:mod:`hardlinear.harness.trusted`), before anything is built. ``files``: the problem files the run read, named
+by the caller (``{"problem.path": "my_problem.npz"}``): a checkpoint never chooses which file this process reads,
+so a run that read one is refused until the caller names it (and, when ``verify``, its content must be the
+run's). A checkpoint without its probe is refused unless ``allow_missing_probe`` (then
     with a warning): nothing else shows that the weights are the run's. Set-up and check run with the run's
     ``threads`` (``harness.reload.pinned_threads``); a problem file whose content changed since the run is refused
     when ``verify``.
@@ -168,6 +176,7 @@ def load_run(
     payload = read_checkpoint(run_dir)
     config = payload.get("config")
     method = _trusted_method(config, run_dir)  # before the problem is built: nothing runs for an untrusted file
+    config = with_caller_files(config, files, run_dir)
     if verify:
         _require_probe(payload, run_dir, allow_missing_probe)
     changed = changed_files(config) if verify else []
@@ -182,13 +191,14 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
 
     problem = problem_from_config(config)
     ctx = Context(
-        cache_dir=str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache")),
+        cache_dir=None if cache_dir is None else str(cache_dir),  # the caller's, never the file's
         device=device,
         dtype=check_dtype(config.get("dtype", "float32")),
         seed=int(config.get("seed", 0)),
         progress=False,
         network=dict(config.get("network") or {}),
     )
+    _check_network_fits(problem, ctx, checkpoint_path(run_dir))
     method.setup(problem, ctx)
     method.to(device)
     state = {k: v.to(device) if torch.is_tensor(v) else v for k, v in payload["state_dict"].items()}
@@ -207,6 +217,17 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
     return method
 
 
+def _check_network_fits(problem, ctx, source) -> None:
+    """:class:`CheckpointError` when the stored network's weights would not fit in the free memory (before set-up
+    builds it: the allocator's own error names no key)."""
+    from hardlinear.harness.preflight import network_memory_errors
+
+    errors = network_memory_errors(problem, ctx.network, torch.finfo(ctx.dtype).bits // 8, device=str(ctx.device),
+                                   training=False)
+    if errors:
+        raise CheckpointError(f"{source}: refused to load: {errors[0]}")
+
+
 def _trusted_method(config: Any, run_dir: str | os.PathLike):
     """The stored config's method, built only if it is one of this package's classes (:mod:`.trusted`)."""
     from hardlinear.harness.trusted import UntrustedConfig, build_method
@@ -215,6 +236,36 @@ def _trusted_method(config: Any, run_dir: str | os.PathLike):
         return build_method(config, str(checkpoint_path(run_dir)))
     except UntrustedConfig as err:
         raise CheckpointError(str(err)) from None
+
+
+def with_caller_files(config: dict[str, Any], files: Mapping[str, str | os.PathLike] | None, run_dir) -> dict[str, Any]:
+    """``config`` with each file it names (``problem.path``, ...) replaced by the one the caller names in ``files``;
+    :class:`CheckpointError` naming the key and the fix when the caller named none, or named a key the run lacks."""
+    recorded = config.get(CONTENT_KEY) or {}
+    # a file the run read (its digest is recorded) or a key that always names one (problem.path, *_file); not a
+    # choice such as problem.inputs=loaded_buses, which only shares the suffix
+    stored = {k: v for k, v in file_keys(config).items() if k in recorded or k.endswith(("path", "_file"))}
+    files = dict(files or {})
+    extra = sorted(set(files) - set(stored))
+    if extra:
+        raise CheckpointError(f"{run_dir}: the run read no file {', '.join(extra)}; it read {', '.join(sorted(stored)) or 'none'}")
+    missing = sorted(set(stored) - set(files))
+    if missing:
+        key = missing[0]
+        digest = str(recorded.get(key, ""))[:12]
+        raise CheckpointError(
+            f"{checkpoint_path(run_dir)}: this run read {key}={stored[key]!r}{f' (sha256 {digest})' if digest else ''}; a "
+            f"checkpoint does not choose the files this process reads: name it, load_run(run, files={{{key!r}: <path>}}) "
+            f"(evaluate.py --file {key}=<path>)"
+        )
+    config = copy.deepcopy(config)
+    for key, path in files.items():
+        section, *inner = key.split(".")
+        node = config[section]
+        for part in inner[:-1]:
+            node = node[part]
+        node[inner[-1]] = str(path)
+    return config
 
 
 def _require_probe(payload: dict[str, Any], run_dir: str | os.PathLike, allow_missing: bool) -> None:
@@ -321,7 +372,8 @@ FUSED_RTOL = {torch.float32: 1e-5, torch.float64: 1e-10}
 
 
 @torch.no_grad()
-def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int = 256) -> Path:
+def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int = 256,
+           files: Mapping[str, str | os.PathLike] | None = None) -> Path:
     """Write the run's proposed model as TorchScript (``torch.jit.load(path)(xi) -> y``, float64 in and out).
 
     Why the network and the layer are traced rather than ``fuse(method)``: the fused module takes data-dependent
@@ -335,7 +387,7 @@ def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int 
     """
     from hardlinear.layers.fused import fuse
 
-    method = load_run(run_dir)
+    method = load_run(run_dir, files=files)  # files: the problem files the run read (see load_run)
     if not hasattr(method, "layer") or not hasattr(method, "net"):
         raise CheckpointError(f"export supports the proposed method (network + feasibility layer); {run_dir} is {method.name}")
     problem = method.problem

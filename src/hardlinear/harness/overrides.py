@@ -35,15 +35,58 @@ def _overrides(argv: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
+SWEEP_SYNTAX = "()[]{}*$"
+"""Characters of Hydra's sweep functions, globs and interpolations: such a value's choices are not known here."""
+NAME_KEYS = ("study", "experiment")
+
+
+def _choices(config_dir: Path, group: str) -> list[str]:
+    """The options of config group ``group`` (its YAML files, in sub-folders too: ``problem_method/dc3/...``)."""
+    return sorted(str(f.relative_to(config_dir / group).with_suffix("")) for f in (config_dir / group).rglob("*.yaml"))
+
+
+def unknown_choice_errors(argv: Sequence[str], config_dir: str | Path) -> list[str]:
+    """One line per group choice that names no option of its group (``method=nonexistent``, ``experiment=../x``)
+    and per study or experiment name Hydra's grammar cannot take (non-ASCII, a newline): Hydra's own answers are a
+    28-line listing or a grammar error that does not say the fix."""
+    config_dir = Path(config_dir).resolve()
+    errors = []
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.lstrip("+~").split("=", 1)
+        if key in NAME_KEYS and not all(" " < c < "\x7f" for c in value):
+            safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "-" for c in value).strip("-.")[:60]
+            errors.append(f"{key}={value!r}: a {key} name is one folder name of printable ASCII letters, digits, '-', '_' "
+                          f"or '.'; e.g. {key}={safe or 'mystudy'}")
+            continue
+        if "." in key or "@" in key or not (config_dir / key).is_dir() or any(c in value for c in SWEEP_SYNTAX):
+            continue
+        if key == "experiment" and not arg.startswith("+") and "/" not in value:
+            continue  # experiment=<label> sets the label (a top-level key); +experiment=<name> chooses a file
+        options = _choices(config_dir, key)
+        for choice in value.split(","):
+            if choice in ("", "null") or choice in options:
+                continue
+            close = difflib.get_close_matches(choice, options, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            errors.append(f"{key}={choice!r} is not an option of conf/{key}/{hint}; choose one of: {', '.join(options)}")
+    return errors
+
+
 def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_name: str = "config") -> list[str]:
-    """One message per override of a key the composed config does not have; [] when all exist (or when the
-    config cannot be composed: Hydra then reports that itself)."""
+    """One message per override of a key the composed config does not have, or of a group choice that does not
+    exist (:func:`unknown_choice_errors`); [] when all exist (or when the config cannot be composed: Hydra then
+    reports that itself)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     config_dir = Path(config_dir).resolve()
+    choice_errors = unknown_choice_errors(argv, config_dir)
+    if choice_errors:
+        return choice_errors
     pairs = _overrides(argv)
     renamed = [RENAMED_KEYS[k] for k, _ in pairs if k in RENAMED_KEYS]
     if renamed:  # known without composing the config

@@ -42,6 +42,33 @@ def bytes_per_instance(problem, network: dict, net_bytes: int = FLOAT32, unrolle
     return int((net + rows) * (2 if training else 1))
 
 
+def network_weight_bytes(problem, network: dict, net_bytes: int = FLOAT32, training: bool = True) -> int:
+    """Bytes of the task network's weights (``k -> hidden -> ... -> n``); training holds three more copies (the
+    gradients and Adam's two moments)."""
+    hidden, layers = int(network.get("hidden", 256)), int(network.get("layers", 2))
+    k, n = int(problem.k), int(problem.n)
+    widths = [k] + [hidden] * layers + [n]
+    weights = sum(a * b + b for a, b in zip(widths, widths[1:]))
+    return int(weights * net_bytes * (4 if training else 1))
+
+
+def network_memory_errors(problem, network: dict, net_bytes: int = FLOAT32, *, device: str = "cpu",
+                          training: bool = True, available: int | None = None) -> list[str]:
+    """One line when the network's weights alone would not fit in the free memory (``network.hidden=10**7`` met the
+    allocator's raw error before), naming the largest ``network.hidden`` that fits; [] otherwise."""
+    available = available_memory_bytes(device) if available is None else available
+    need = network_weight_bytes(problem, network, net_bytes, training)
+    if not available or need <= available:
+        return []
+    hidden, layers = int(network.get("hidden", 256)), int(network.get("layers", 2))
+    fits = hidden
+    while fits > 1 and network_weight_bytes(problem, {**network, "hidden": fits}, net_bytes, training) > available:
+        fits //= 2
+    return [f"network.hidden={hidden} with network.layers={layers} needs about {_size(need)} for the network's weights "
+            f"on {device}{' (training: with gradients and optimizer state)' if training else ''} but {_size(available)} "
+            f"is free; set network.hidden to at most {fits:,} (or fewer layers)"]
+
+
 def check_batch_memory(problem, network: dict, batch_size: int, throughput_batch: int, ctx=None, *,
                        device: str = "cpu", net_bytes: int = FLOAT32, unrolled_steps: int = 0,
                        available: int | None = None, method=None) -> None:
@@ -58,7 +85,9 @@ def check_batch_memory(problem, network: dict, batch_size: int, throughput_batch
     available = available_memory_bytes(device) if available is None else available
     if not available:
         return
-    errors = []
+    errors = network_memory_errors(problem, network, net_bytes, device=device, available=available)
+    if errors:
+        raise ConfigError(errors)  # the batch estimates below assume the weights fit
     for key, batch, training in (("trainer.batch_size", batch_size, True), ("eval.throughput_batch", throughput_batch, False)):
         per = bytes_per_instance(problem, network, net_bytes, unrolled_steps, training)
         need = per * int(batch)

@@ -19,6 +19,7 @@ import copy
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ def evaluate_run(
     inputs: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
+    files: Mapping[str, str | os.PathLike] | None = None,
     study: str | None = None,
     allow_missing_probe: bool = False,
 ) -> dict[str, Any]:
@@ -87,28 +89,39 @@ def evaluate_run(
     Defaults: the run's own ``data.test_seed`` and ``data.test_size``; ``inputs`` replaces the sampled test set;
     ``study``: ``<the run's study>-eval``. An existing, non-empty ``out_dir`` is refused before any work; the
     outputs are written into a fresh hidden folder beside it and published together by one rename, so the
-    folder holds all of them or none. ``allow_missing_probe``: see :func:`hardlinear.load_run`.
+    folder holds all of them or none. ``allow_missing_probe`` and ``files`` (the problem files the run read, named by
+    the caller): see :func:`hardlinear.load_run`.
     """
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
     from hardlinear.harness.checkpoint import load_run
     from hardlinear.harness.runner import provenance
+    from hardlinear.harness.schemas import output_path_problem
     from hardlinear.methods.base import Context, check_dtype
+    from hardlinear.problems.linear import check_inputs
 
     run_dir = Path(run_dir)
     if out_dir is not None:
         refuse_existing_out(Path(out_dir))
+        unusable = output_path_problem(str(out_dir), "folder", "evals/new")
+        if unusable:  # before the reload and the solves, not as an errno from inside the publishing step
+            raise ValueError(f"--out {out_dir} {unusable}")
+    if test_size is not None and not 1 <= test_size <= MAX_INPUT_ROWS:
+        raise ValueError(f"--test-size must be in [1, {MAX_INPUT_ROWS:,}] (each instance is solved by the reference "
+                         f"solver); got {test_size:,}")
     if study is not None:
         results.check_study_name(study, "--study")
-    method = load_run(run_dir, cache_dir=cache_dir, allow_missing_probe=allow_missing_probe)
+    method = load_run(run_dir, cache_dir=cache_dir, files=files, allow_missing_probe=allow_missing_probe)
     config, problem = method.run_config, method.problem
     data_cfg = dict(config.get("data") or {})
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)
     size = int(data_cfg.get("test_size", 100) if test_size is None else test_size)
     solver = data_cfg.get("solver") or problem.default_solver()
-    cache = str(cache_dir if cache_dir is not None else config.get("cache_dir", "data/cache"))
+    cache = None if cache_dir is None else str(cache_dir)  # the caller's (None: nothing cached), never the checkpoint's
     if inputs is not None:
         xi = read_inputs(inputs, problem.box.k)
+        # outside the box a reference instance may have no solution (a solver traceback) and the rule no guarantee
+        xi = torch.as_tensor(check_inputs(f"inputs in {inputs}", xi.numpy(), problem.box, getattr(problem.family, "polytope", None)))
         sol = problem.solve(xi, solver=solver, progress=False)
         test = Dataset(xi=xi, y=torch.as_tensor(sol.y), objective=torch.as_tensor(sol.objective), solve_time_s=sol.time_s, solver=solver)
     else:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+MAX_THREADS = 1024  # harness.schemas.tables.MAX_THREADS (not imported: this module loads without omegaconf)
 FLOAT64_EPS = float(torch.finfo(torch.float64).eps) / 2  # unit roundoff
 
 
@@ -72,6 +73,7 @@ def pinned_threads(threads: Any) -> Iterator[None]:
     """Run the body with torch's pool and numpy's BLAS/OpenMP pools at ``threads`` (the run's), then restore them."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         threads = 1
+    threads = min(threads, MAX_THREADS)  # validated before; a bound here too, as 100000 threads segfault
     from threadpoolctl import threadpool_limits
 
     before = torch.get_num_threads()

@@ -36,6 +36,7 @@ from hardlinear.harness.loggers import results_table
 from hardlinear.harness.preflight import check_batch_memory, setup_method
 from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
+from hardlinear.harness.sweep import note_unrecorded_failure, sweep_token
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.metrics import infeasibility
 from hardlinear.problems import build_problem
@@ -136,6 +137,9 @@ def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
     try:
         problem = problem_from_config(cfg)
         method = instantiate(cfg.method, _convert_="all")
+        if resume and not method.trainable:  # before any data or rule: the resume would be ignored silently
+            raise ConfigError([f"trainer.resume={resume} but method {method.name} trains nothing here, so there is no "
+                               "training to resume; drop trainer.resume (or choose a method that trains)"])
         ctx = Context(
             cache_dir=str(cfg.cache_dir), device=str(cfg.device), dtype=dtype, seed=int(cfg.seed),
             progress=bool(cfg.progress), network=dict(cfg.network),
@@ -171,7 +175,7 @@ def _record_error(run_dir: Path, record: dict, identity: dict, err: BaseExceptio
     if isinstance(err, KeyboardInterrupt):
         status, reason = "interrupted", "KeyboardInterrupt: stopped by Ctrl-C (or SIGINT) before it finished"
     else:
-        status, reason = "failed", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        status, reason = "failed", failure_reason(err)
     try:
         _write(run_dir, record, identity, status, reason, loggers=loggers)
     except Exception as write_err:  # noqa: BLE001 - the original error matters more; say why there is no record
@@ -218,6 +222,7 @@ def provenance(device: str) -> dict:
         "git_sha": git_sha(), "results_version": results.RESULTS_VERSION, "hardlinear": __version__,
         "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
         "host": platform.node(), "cpu": cpu_model(), "device": device_name(device), "timestamp": _now(),
+        "sweep_token": sweep_token(),  # which sweep wrote it: a sweep's summary counts only its own records
     }
 
 
@@ -356,6 +361,24 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundErr
 the traceback only when ``HYDRA_FULL_ERROR=1`` (as Hydra does)."""
 
 
+def _recorded_by_this_sweep(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a record this sweep wrote (a ``FileExistsError`` finds another process's)."""
+    try:
+        record = results.read_record(run_dir / results.RECORD_FILE)
+    except (results.BadRecord, OSError):
+        return False
+    return (record.get("provenance") or {}).get("sweep_token") == sweep_token()
+
+
+def failure_reason(err: BaseException) -> str:
+    """``Type: first line`` of the error that explains a failure: Hydra's ``InstantiationException`` ("Error in
+    call to target ...") gives way to the error the constructor raised, whose text names the fix."""
+    while type(err).__name__ == "InstantiationException" and err.__cause__ is not None:
+        err = err.__cause__
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text}"
+
+
 def full_errors() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
@@ -377,6 +400,7 @@ def run_in_sweep(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     except Exception as err:  # noqa: BLE001 - the sweep must outlive one broken run
         if full_errors() or not isinstance(err, EXPECTED_ERRORS):
             traceback.print_exc()
-        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        print(f"[hardlinear] FAILED run in {run_dir}: {reason}", file=sys.stderr, flush=True)
+        print(f"[hardlinear] FAILED run in {run_dir}: {failure_reason(err)}", file=sys.stderr, flush=True)
+        if not _recorded_by_this_sweep(Path(run_dir)):
+            note_unrecorded_failure(run_dir, failure_reason(err))
         return None

@@ -5,15 +5,23 @@ after the other, so the callback sees every start and end. With parallel launche
 callbacks run in the workers, so the parent counts the records (``record.json``) appearing in the sweep
 directory instead: the bar (or, when the output is not a terminal, one line per finished run) and the final
 summary come from those records, by status.
+
+Only this process's records count: each sweep draws a token (``HARDLINEAR_SWEEP_TOKEN``, inherited by the launcher's
+workers) that the runs write into their records' provenance, so two sweeps forced into one folder do not count each
+other's runs. A job that failed without a record of its own (``FileExistsError``: another process's record is in its
+directory) leaves a line under ``.unrecorded/``; the summary counts it apart (``unrecorded``), and ``run.py`` exits
+non-zero when any job of its sweep failed or went unrecorded (:func:`sweep_failed`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -42,28 +50,67 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return task + [f"{k}={v}" for k, v in params.items() if k not in given]
 
 
-def sweep_statuses(sweep_dir: str | Path) -> Counter:
-    """How many runs of a sweep directory have a record, by status (unreadable records count as ``unreadable``)."""
+SWEEP_TOKEN_ENV = "HARDLINEAR_SWEEP_TOKEN"
+UNRECORDED_DIR = ".unrecorded"
+_FAILED: list[str] = []  # the sweeps of this process in which a job failed (what run.py's exit status reads)
+
+
+def sweep_token() -> str:
+    """The token of the sweep this process (or its parent) is running; "" outside a sweep."""
+    return os.environ.get(SWEEP_TOKEN_ENV, "")
+
+
+def note_unrecorded_failure(run_dir: str | Path, reason: str) -> None:
+    """Leave a line for the sweep's summary about a job that failed without a record of its own (best effort)."""
+    token = sweep_token()
+    if not token:
+        return
+    folder = Path(run_dir).parent / UNRECORDED_DIR
+    try:
+        folder.mkdir(exist_ok=True)
+        (folder / f"{token}-{os.getpid()}-{time.time_ns()}").write_text(f"{run_dir}: {reason}\n")
+    except OSError:
+        pass  # the job's FAILED line is printed anyway
+
+
+def sweep_statuses(sweep_dir: str | Path, token: str | None = None) -> Counter:
+    """How many runs of a sweep directory have a record, by status (unreadable records count as ``unreadable``).
+    ``token``: only the records of that sweep (their provenance's ``sweep_token``), plus its jobs that failed without
+    a record of their own (``unrecorded``); an unreadable record is nobody's then."""
     counts: Counter = Counter()
     for path in results.record_paths([sweep_dir]):
         try:
-            counts[results.read_record(path)["status"]] += 1
+            record = results.read_record(path)
         except results.BadRecord:
-            counts["unreadable"] += 1
-    return counts
+            if token is None:
+                counts["unreadable"] += 1
+            continue
+        if token is None or (record.get("provenance") or {}).get("sweep_token") == token:
+            counts[record["status"]] += 1
+    if token:
+        counts["unrecorded"] += len(list((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*")))
+    return +counts
+
+
+def sweep_failed() -> bool:
+    """Whether a sweep run in this process had a failed job (``run.py`` then exits with status 1)."""
+    return bool(_FAILED)
 
 
 def sweep_summary(counts: Counter, total: int, seconds: float, sweep_dir: Path | None) -> str:
     """The sweep's one closing line: how many runs it recorded (by status), and how many it skipped because they
     were recorded before. A sweep that skipped everything says so, and nothing else."""
-    recorded = sum(counts.values())
-    skipped = max(total - recorded, 0)
-    if recorded == 0 and total:
+    unrecorded = counts["unrecorded"]
+    recorded = sum(counts.values()) - unrecorded
+    skipped = max(total - recorded - unrecorded, 0)
+    lost = (f"; {unrecorded} failed without a record of their own (another process's record was in their directory: "
+            "give each sweep its own hydra.sweep.dir)") if unrecorded else ""
+    if recorded == 0 and total and not unrecorded:
         return (f"[hardlinear] sweep finished in {seconds:.0f} s: all {total} runs were already recorded; nothing ran "
                 "(rerun=true runs them again)")
     by_status = ", ".join(f"{s} {counts[s]}" for s in (*results.STATUSES, "unreadable") if counts[s]) or "none"
     return (f"[hardlinear] sweep finished in {seconds:.0f} s: {recorded} of {total or '?'} runs recorded in {sweep_dir} "
-            f"({by_status})" + (f"; {skipped} skipped, already recorded before (rerun=true runs them again)" if skipped else ""))
+            f"({by_status})" + lost + (f"; {skipped} skipped, already recorded before (rerun=true runs them again)" if skipped else ""))
 
 
 def duration(seconds: float) -> str:
@@ -111,6 +158,7 @@ class SweepProgress(Callback):
     POLL_S = 2.0
 
     def __init__(self) -> None:
+        self.token = ""
         self.total = 0
         self.done = 0
         self.t0 = 0.0
@@ -162,6 +210,7 @@ class SweepProgress(Callback):
         except Exception:  # an override syntax the counter does not know: no total, still a bar
             self.total = 0
         self.t0 = time.perf_counter()
+        self.token = os.environ[SWEEP_TOKEN_ENV] = f"{uuid.uuid4().hex}"  # before any job: workers inherit it
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         # disable=None: no bar when the output is not a terminal; the poller prints one line per run instead
         self.bar = tqdm(total=self.total or None, desc="sweep", unit="run", position=1, leave=True, disable=None)
@@ -176,7 +225,7 @@ class SweepProgress(Callback):
     def _poll(self) -> None:
         """Parallel launchers: follow the records appearing in the sweep directory."""
         while self._stop is not None and not self._stop.wait(self.POLL_S):
-            self._advance(sum(sweep_statuses(self.sweep_dir).values()))
+            self._advance(sum(sweep_statuses(self.sweep_dir, self.token).values()))
 
     def _advance(self, finished: int) -> None:
         with self._lock:
@@ -208,10 +257,15 @@ class SweepProgress(Callback):
             return
         if self._stop is not None:
             self._stop.set()
-        counts = sweep_statuses(self.sweep_dir)
-        recorded = sum(counts.values())
-        self._advance(recorded)
+        counts = sweep_statuses(self.sweep_dir, self.token)
+        os.environ.pop(SWEEP_TOKEN_ENV, None)
+        self._advance(sum(counts.values()))
         self.bar.close()
         self._restore_output()
         print(sweep_summary(counts, self.total, time.perf_counter() - self.t0, self.sweep_dir), flush=True)
+        failed = counts["failed"] + counts["unrecorded"]
+        if failed:
+            _FAILED.append(str(self.sweep_dir))
+            print(f"[hardlinear] {failed} run(s) of this sweep failed (their reasons are above, and in their records "
+                  "where they have one); exit status 1", file=sys.stderr, flush=True)
         remove_empty_sweep_dir(self.sweep_dir)

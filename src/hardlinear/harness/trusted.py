@@ -6,9 +6,12 @@ that config to Hydra's ``instantiate`` would call whatever its ``_target_`` name
 one ``_target_`` allowed is ``method._target_``, and it must name a subclass of
 :class:`hardlinear.methods.base.Method` defined in a module of :mod:`hardlinear.methods`. The allow-list is
 discovered (every module of that package is imported and its ``Method`` subclasses collected), so a new method
-is trusted by adding its module, with no list of names to keep. The method is then built by calling the class
-with the stored options (plain values), without Hydra: no interpolation is resolved and no ``_args_``,
-``_partial_`` or ``_recursive_`` is honoured.
+is trusted by adding its module, with no list of names to keep. Then every stored option goes through the checks
+``run.py`` applies to the command line (``harness.schemas.validate_stored_config``: each method's declared, typed
+options, its solver's allow-list with no file or log options, the problem's case among the available ones,
+bounded threads, sizes and iteration counts). The method is then built by calling the class with the stored
+options (plain values), without Hydra: no interpolation is resolved and no ``_args_``, ``_partial_`` or
+``_recursive_`` is honoured.
 """
 
 from __future__ import annotations
@@ -91,9 +94,25 @@ def check_stored_config(config: Any, source: str = "the checkpoint") -> type:
     return allowed[target]
 
 
+def check_stored_options(config: Mapping[str, Any], source: str = "the checkpoint") -> None:
+    """:class:`UntrustedConfig` listing every stored option that fails ``run.py``'s checks (nothing is built)."""
+    from hardlinear.harness.schemas import ConfigError, validate_stored_config
+
+    try:
+        validate_stored_config(config)
+    except ConfigError as err:
+        lines = "; ".join(err.errors)
+        raise UntrustedConfig(
+            f"{source}: refused to load: its stored config fails the checks run.py applies: {lines}. Nothing was "
+            "built; a checkpoint is data, and this one was edited or made by another version"
+        ) from None
+
+
 def build_method(config: Mapping[str, Any], source: str = "the checkpoint"):
-    """The method a stored run config names, built from its plain options (after :func:`check_stored_config`)."""
+    """The method a stored run config names, built from its plain options (after :func:`check_stored_config`
+    and :func:`check_stored_options`)."""
     cls = check_stored_config(config, source)
+    check_stored_options(config, source)
     options = {str(k): v for k, v in config["method"].items() if k != "_target_"}
     try:
         return cls(**options)

@@ -32,7 +32,7 @@ from hardlinear.errors import NotApplicable  # noqa: F401 - re-exported: every m
 class Context:
     """What the harness hands a method at set-up: where to cache, which device and dtype, the seed."""
 
-    cache_dir: str = "data/cache"
+    cache_dir: str | None = "data/cache"  # None: nothing cached (a reload names no folder unless its caller does)
     device: str = "cpu"
     dtype: torch.dtype = torch.float32
     seed: int = 0

@@ -21,7 +21,7 @@ import torch
 
 from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction
-from hardlinear.solvers import SolverError, solver_class
+from hardlinear.solvers import SolverError, check_solver_options, solver_class
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,17 @@ class Optimizer(Method):
             raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}")
         if on_failure not in ON_FAILURE:
             raise ValueError(f"on_failure must be one of {ON_FAILURE}; got {on_failure!r}")
+        check_solver_options(solver, options, self.extra_options({"solver": solver}))  # before any solver is built
         self.name, self.solver, self.on_failure, self.options = name, solver, on_failure, options
         # Only a backend that accepts a primal start gives the network something to do.
         self.warm_start = bool(warm_start) and solver_class(solver).supports_warm_start
         self.trainable = self.supervised = self.warm_start
+
+    @classmethod
+    def extra_options(cls, method: dict) -> dict:
+        """The solver options this method passes on for a config section ``method`` (its solver's allow-list)."""
+        solver = method.get("solver", "highs")
+        return dict(solver_class(solver).OPTIONS) if solver in SOLVERS else {}
 
     def setup(self, problem, ctx: Context) -> float:
         from hardlinear.solvers import make_solver

@@ -58,6 +58,8 @@ class Pinet(Method):
             raise ValueError(f"backward must be one of {BACKWARDS}; got {backward!r}")
         if not sigma > 0 or not 0 < omega < 2:
             raise ValueError(f"Douglas-Rachford needs sigma > 0 and 0 < omega < 2; got {sigma}, {omega}")
+        if not 0 <= bwd_tol < float("inf"):  # NaN fails too: a NaN tolerance never stops the backward iterations
+            raise ValueError(f"bwd_tol must be a finite number >= 0 (e.g. 1e-5); got {bwd_tol}")
         self.name, self.sigma, self.omega = name, float(sigma), float(omega)
         self.n_iter_train, self.n_iter_test = int(n_iter_train), int(n_iter_test)
         self.backward, self.n_iter_bwd, self.bwd_tol = backward, int(n_iter_bwd), float(bwd_tol)

@@ -35,7 +35,7 @@ import torch
 from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction
 from hardlinear.methods.optimizer import ON_FAILURE, check_failures
-from hardlinear.solvers import SolveResult, solver_class
+from hardlinear.solvers import SolveResult, check_solver_options, solver_class
 
 SOLVERS = ("clarabel", "osqp", "gurobi")
 TARGETS = ("decisions", "all")
@@ -95,7 +95,14 @@ class PostProjection(Method):
             raise ValueError(f"targets must be one of {TARGETS}; got {targets!r}")
         if on_failure not in ON_FAILURE:
             raise ValueError(f"on_failure must be one of {ON_FAILURE}; got {on_failure!r}")
+        check_solver_options(solver, options, self.extra_options({"solver": solver}))  # before any solver is built
         self.name, self.solver, self.targets, self.on_failure, self.options = name, solver, targets, on_failure, options
+
+    @classmethod
+    def extra_options(cls, method: dict) -> dict:
+        """The solver options this method passes on for a config section ``method`` (its solver's allow-list)."""
+        solver = method.get("solver", "clarabel")
+        return dict(solver_class(solver).OPTIONS) if solver in SOLVERS else {}
 
     def setup(self, problem, ctx: Context) -> float:
         self.problem = problem

@@ -27,7 +27,18 @@ class ProjectionLayer(Method):
 
     def __init__(self, name: str = "projection_layer", solve_method: str = "Clarabel", **solver_options) -> None:
         super().__init__()
+        from hardlinear.layers.peers.qp_projection import solve_options
+        from hardlinear.solvers.base import check_solver_options
+
+        check_solver_options(solve_method, solver_options, solve_options(solve_method))  # no file options, ever
         self.name, self.solve_method, self.solver_options = name, solve_method, dict(solver_options)
+
+    @classmethod
+    def extra_options(cls, method: dict) -> dict:
+        """The solver options this method passes on for a config section ``method`` (diffcp's allow-list)."""
+        from hardlinear.layers.peers.qp_projection import solve_options
+
+        return solve_options(str(method.get("solve_method", "Clarabel")))
 
     def setup(self, problem, ctx: Context) -> float:
         from hardlinear.layers.peers.qp_projection import QPProjectionLayer

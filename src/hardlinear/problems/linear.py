@@ -48,6 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hardlinear.arrays import check_magnitudes, real_array
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 
@@ -88,7 +89,11 @@ def load_arrays_npz(path: str | os.PathLike) -> dict[str, Any]:
     unknown = sorted(set(raw) - set(KNOWN_KEYS))
     if unknown:
         raise ValueError(f"{path}: unknown keys {unknown}; the keys are {list(KNOWN_KEYS)} (see hardlinear.problems.linear)")
-    arrays.update(raw)
+    for key, value in raw.items():  # text or complex arrays named by key, before anything reads them
+        try:
+            arrays[key] = real_array(value, key)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     return arrays
 
 
@@ -99,7 +104,7 @@ def _csr(path: Path, name: str, data: Any, indices: Any, indptr: Any, shape: Any
         shape = tuple(int(v) for v in np.asarray(shape).reshape(-1))
         if len(shape) != 2 or min(shape) < 0:
             raise ValueError(f"{name}_shape must be two non-negative integers; got {shape}")
-        matrix = sp.csr_matrix((data, indices, indptr), shape=shape)
+        matrix = sp.csr_matrix((real_array(data, f"{name}_data"), indices, indptr), shape=shape)
         matrix.check_format(full_check=True)
     except (ValueError, TypeError, IndexError, OverflowError) as err:
         raise ValueError(
@@ -144,14 +149,14 @@ def _vector(arrays: Mapping[str, Any], key: str, length: int, default: float | N
         if default is None:
             raise ValueError(f"{key} is required: give a ({length},) array")
         return np.full(length, default)
-    v = np.asarray(arrays[key], dtype=np.float64)
+    v = real_array(arrays[key], key)
     if v.ndim == 2 and 1 in v.shape:
         v = v.reshape(-1)
     if v.shape != (length,):
         raise ValueError(f"{key} must have shape ({length},); got {v.shape}")
     if not np.all(np.isfinite(v)):
         raise ValueError(f"{key} has non-finite entries at {np.flatnonzero(~np.isfinite(v))[:10].tolist()}")
-    return v
+    return check_magnitudes(v, key)
 
 
 def _matrix(arrays: Mapping[str, Any], key: str, rows: int | None, cols: int, what: str) -> sp.csr_matrix | None:
@@ -159,9 +164,11 @@ def _matrix(arrays: Mapping[str, Any], key: str, rows: int | None, cols: int, wh
     if key not in arrays or arrays[key] is None:
         return None
     value = arrays[key]
-    M = sp.csr_matrix(value, dtype=np.float64) if sp.issparse(value) else None
-    if M is None:
-        dense = np.asarray(value, dtype=np.float64)
+    M = sp.csr_matrix(value) if sp.issparse(value) else None
+    if M is not None:
+        M = sp.csr_matrix((real_array(M.data, key), M.indices, M.indptr), shape=M.shape)
+    else:
+        dense = real_array(value, key)
         if dense.ndim != 2:
             raise ValueError(f"{key} ({what}) must be a 2-D matrix; got an array of shape {dense.shape}")
         M = sp.csr_matrix(dense)
@@ -170,6 +177,7 @@ def _matrix(arrays: Mapping[str, Any], key: str, rows: int | None, cols: int, wh
         raise ValueError(f"{key} ({what}) must have shape {want}; got {M.shape}")
     if not np.all(np.isfinite(M.data)):
         raise ValueError(f"{key} has non-finite entries")
+    check_magnitudes(M, key)
     return M
 
 
@@ -209,7 +217,7 @@ def family_from_arrays(arrays: Mapping[str, Any]) -> tuple[JointlyLinearFamily, 
     """The constraint family, objective and given inputs that ``arrays`` (module docstring) describe."""
     if "c" not in arrays:
         raise ValueError("c (the linear cost, shape (n,)) is required: it fixes the number of variables n")
-    c = np.asarray(arrays["c"], dtype=np.float64).reshape(-1)
+    c = real_array(arrays["c"], "c").reshape(-1)
     n = c.size
     if n < 1:
         raise ValueError("c is empty: a problem needs at least one variable")
@@ -277,14 +285,14 @@ def _input_set(arrays: Mapping[str, Any]) -> tuple[InputBox, Any]:
     if any(has_box):
         if not all(has_box):
             raise ValueError("lo and hi go together: give both (the input box) or neither (with A_in, b_in)")
-        lo = np.asarray(arrays["lo"], dtype=np.float64).reshape(-1)
-        box = InputBox(lo, _vector(arrays, "hi", lo.size))
+        lo = real_array(arrays["lo"], "lo").reshape(-1)
+        box = InputBox(_vector(arrays, "lo", lo.size), _vector(arrays, "hi", lo.size))
     if not all(has_poly):
         return box, None
     from hardlinear.polytope import bounded_input_set
 
-    A = np.asarray(arrays["A_in"], dtype=np.float64)
-    polytope, blo, bhi = bounded_input_set(A, np.asarray(arrays["b_in"], dtype=np.float64), *((box.lo, box.hi) if box else (None, None)))
+    A = check_magnitudes(real_array(arrays["A_in"], "A_in"), "A_in")
+    polytope, blo, bhi = bounded_input_set(A, check_magnitudes(real_array(arrays["b_in"], "b_in"), "b_in"), *((box.lo, box.hi) if box else (None, None)))
     return InputBox(blo, bhi), polytope
 
 

@@ -378,6 +378,8 @@ def solve_decision_rule(
     fingerprint = problem.constraints_fingerprint() if rule_objective == "margin" else problem.fingerprint()
     variant = _rule_variant(rule_objective, margin_fraction, max_margin)
     path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap, variant) if cache_dir is not None else None
+    if path is not None:
+        check_cache_path(path, cache_dir)  # before any solving: a solve whose rule cannot be kept is wasted
     rule = _load_cached(path, fingerprint) if path is not None else None
     if rule is not None:  # the checksum says the file is intact, not that the rule holds: re-verify it
         from hardlinear.rules.checks import reverify
@@ -730,6 +732,23 @@ def _cache_path(
     tag += variant
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in problem.name)
     return Path(cache_dir) / "decision_rules" / f"{safe}-{problem.form}-{tag}-{FORMULATION_VERSION}-{fingerprint[:16]}.rule"
+
+
+def check_cache_path(path: Path, cache_dir: str | os.PathLike) -> None:
+    """``ValueError`` naming ``cache_dir`` and the fix when the rule's cache file ``path`` cannot be written there: a
+    file where a folder goes, a folder where the file goes, a folder that cannot be created (``/proc``) or written.
+    The folder is created when missing (the caller named it)."""
+    fix = "give a writable folder, or cache_dir=None to keep the rule in memory only"
+    if path.is_dir():
+        raise ValueError(f"cache_dir={str(cache_dir)!r}: a folder sits where the rule's cache file goes ({path}); "
+                         "remove it, or give another cache_dir")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cache_dir={str(cache_dir)!r} cannot hold the rule cache ({type(err).__name__}: "
+                         f"{err.strerror or err} at {err.filename or path.parent}); {fix}") from None
+    if not os.access(path.parent, os.W_OK):
+        raise ValueError(f"cache_dir={str(cache_dir)!r} cannot hold the rule cache ({path.parent} is not writable); {fix}")
 
 
 def _save_cached(path: Path, rule: DecisionRule) -> None:

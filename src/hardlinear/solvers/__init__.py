@@ -8,7 +8,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hardlinear.solvers.base import PREVIOUS, QPSolver, SolverError, SolveResult, SolverUnavailable
+from hardlinear.solvers.base import (
+    PREVIOUS,
+    Option,
+    QPSolver,
+    SolverError,
+    SolveResult,
+    SolverUnavailable,
+    check_solver_options,
+    solver_option_problems,
+)
 
 BACKENDS = {
     "highs": "hardlinear.solvers.highs:HighsSolver",
@@ -18,7 +27,10 @@ BACKENDS = {
     "slsqp": "hardlinear.solvers.local_nlp:SLSQPSolver",
 }
 
-__all__ = ["BACKENDS", "PREVIOUS", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable", "make_solver", "solve_batch"]
+__all__ = [
+    "BACKENDS", "PREVIOUS", "Option", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable",
+    "check_solver_options", "make_solver", "solve_batch", "solver_option_problems",
+]
 
 
 def solver_class(name: str) -> type[QPSolver]:

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import QPSolver, SolveResult
+from hardlinear.solvers.base import COUNT, SECONDS, TOLERANCE, Option, QPSolver, SolveResult
 
 # Clarabel's own default is 200 iterations; a projection QP near a degenerate vertex of the portfolio's C(x)
 # once needed more (one of 100 "maxiterations" in a paper run). 1000 is still bounded, and a failure stays loud.
@@ -16,6 +16,11 @@ DEFAULTS = {"max_iter": 1000}
 
 class ClarabelSolver(QPSolver):
     name = "clarabel"
+    OPTIONS = {
+        "max_iter": COUNT, "time_limit": SECONDS, "tol_gap_abs": TOLERANCE, "tol_gap_rel": TOLERANCE,
+        "tol_feas": TOLERANCE, "tol_ktratio": TOLERANCE, "tol_infeas_abs": TOLERANCE, "tol_infeas_rel": TOLERANCE,
+        "equilibrate_enable": Option(bool), "presolve_enable": Option(bool), "verbose": Option(bool),
+    }
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)

@@ -12,13 +12,37 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult, SolverUnavailable
+from hardlinear.solvers.base import (
+    COUNT,
+    MAX_SOLVER_THREADS,
+    PREVIOUS,
+    SECONDS,
+    TOLERANCE,
+    Option,
+    QPSolver,
+    SolveResult,
+    SolverUnavailable,
+)
 
 
 class GurobiSolver(QPSolver):
     name = "gurobi"
     supports_warm_start = True
     supports_previous_state = True  # the basis of the previous solve
+    OPTIONS = {  # tuning only: never LogFile, ResultFile, OutputFlag (files and logs)
+        "Threads": Option(int, 1, MAX_SOLVER_THREADS),
+        "Method": Option(int, -1, 5),
+        "TimeLimit": SECONDS,
+        "IterationLimit": Option(float, 0.0, 1e15),
+        "BarIterLimit": COUNT,
+        "FeasibilityTol": TOLERANCE,
+        "OptimalityTol": TOLERANCE,
+        "BarConvTol": TOLERANCE,
+        "Presolve": Option(int, -1, 2),
+        "Crossover": Option(int, -1, 4),
+        "NumericFocus": Option(int, 0, 3),
+        "Seed": COUNT,
+    }
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)

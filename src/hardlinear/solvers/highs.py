@@ -9,7 +9,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult
+from hardlinear.solvers.base import COUNT, PREVIOUS, SECONDS, TOLERANCE, Option, QPSolver, SolveResult
 
 _BANNER_SILENCED = False
 
@@ -43,6 +43,20 @@ class HighsSolver(QPSolver):
     name = "highs"
     supports_warm_start = True
     supports_previous_state = True  # the basis of the previous solve (a hot start of the dual simplex)
+    OPTIONS = {  # tuning only: never output_flag, log_file, solution_file, write_*, read_* (they touch files)
+        "time_limit": SECONDS,
+        "primal_feasibility_tolerance": TOLERANCE,
+        "dual_feasibility_tolerance": TOLERANCE,
+        "ipm_optimality_tolerance": TOLERANCE,
+        "simplex_iteration_limit": COUNT,
+        "ipm_iteration_limit": COUNT,
+        "qp_iteration_limit": COUNT,
+        "random_seed": COUNT,
+        "simplex_strategy": Option(int, 0, 4),
+        "solver": Option(str, choices=("choose", "simplex", "ipm", "pdlp")),
+        "presolve": Option(str, choices=("choose", "on", "off")),
+        "run_crossover": Option(str, choices=("choose", "on", "off")),
+    }
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)

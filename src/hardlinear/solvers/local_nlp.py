@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult
+from hardlinear.solvers.base import COUNT, PREVIOUS, TOLERANCE, QPSolver, SolveResult, check_solver_options
 
 DEFAULTS = {"ftol": 1e-10, "maxiter": 1000, "feas_tol": 1e-7}
 
@@ -24,12 +24,11 @@ class SLSQPSolver(QPSolver):
     name = "slsqp"
     supports_warm_start = True
     supports_nonconvex = True
+    OPTIONS = {"ftol": TOLERANCE, "maxiter": COUNT, "feas_tol": TOLERANCE}
 
     def __init__(self, Q, c, G, H, sine: np.ndarray | None = None, **options) -> None:
         super().__init__(Q, c, G, H)
-        unknown = sorted(set(options) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"slsqp options are {sorted(DEFAULTS)}; got {unknown}")
+        check_solver_options(self.name, options, self.OPTIONS)
         self.settings = {**DEFAULTS, **options}
         self.sine = None if sine is None else np.asarray(sine, dtype=np.float64)
         self._last: np.ndarray | None = None

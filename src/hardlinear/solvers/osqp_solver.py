@@ -7,7 +7,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.solvers.base import PREVIOUS, QPSolver, SolveResult
+from hardlinear.solvers.base import COUNT, PREVIOUS, SECONDS, TOLERANCE, Option, QPSolver, SolveResult
 
 DEFAULTS = {"eps_abs": 1e-6, "eps_rel": 1e-6, "max_iter": 100_000, "polishing": True, "verbose": False}
 
@@ -16,6 +16,13 @@ class OSQPSolver(QPSolver):
     name = "osqp"
     supports_warm_start = True
     supports_previous_state = True  # the previous solve's primal and dual iterates
+    OPTIONS = {
+        "eps_abs": TOLERANCE, "eps_rel": TOLERANCE, "eps_prim_inf": TOLERANCE, "eps_dual_inf": TOLERANCE,
+        "max_iter": COUNT, "polishing": Option(bool), "polish_refine_iter": COUNT, "verbose": Option(bool),
+        "rho": Option(float, 0.0, 1e12), "sigma": Option(float, 0.0, 1e12), "alpha": Option(float, 0.0, 2.0),
+        "adaptive_rho": Option(bool), "scaling": COUNT, "check_termination": COUNT, "time_limit": SECONDS,
+        "warm_starting": Option(bool),
+    }
 
     def __init__(self, Q, c, G, H, **options) -> None:
         super().__init__(Q, c, G, H, **options)

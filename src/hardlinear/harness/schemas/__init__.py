@@ -13,6 +13,6 @@
 from hardlinear.harness.schemas.checker import ConfigError
 from hardlinear.harness.schemas.machine import available_cores, output_path_problem
 from hardlinear.harness.schemas.tables import Range
-from hardlinear.harness.schemas.validate import validate_config
+from hardlinear.harness.schemas.validate import validate_config, validate_stored_config
 
-__all__ = ["ConfigError", "Range", "available_cores", "output_path_problem", "validate_config"]
+__all__ = ["ConfigError", "Range", "available_cores", "output_path_problem", "validate_config", "validate_stored_config"]

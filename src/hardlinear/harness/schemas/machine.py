@@ -11,10 +11,22 @@ from pathlib import Path
 from hardlinear.harness.results import study_name_problem
 from hardlinear.harness.schemas.checker import _Checker
 from hardlinear.harness.schemas.hints import _is_number
-from hardlinear.harness.schemas.tables import SEED_LIMIT
+from hardlinear.harness.schemas.tables import MAX_THREADS, SEED_LIMIT
 
 
 def _check_paths_and_threads(check: _Checker, data: dict) -> None:
+    _check_seeds_and_names(check, data)
+    for key, example in (("results_dir", "results"), ("cache_dir", "data/cache")):
+        value = data.get(key)
+        if isinstance(value, str):
+            problem = output_path_problem(value, "folder", example)
+            if problem:
+                check.error(f"{key}={value!r} {problem}")
+    _warn_threads(data.get("threads"))
+
+
+def _check_seeds_and_names(check: _Checker, data: dict) -> None:
+    """Seeds that fit a 64-bit generator; study and experiment names of one path component."""
     for key in ("seed",):
         value = data.get(key)
         if _is_number(value) and value >= SEED_LIMIT:
@@ -28,19 +40,16 @@ def _check_paths_and_threads(check: _Checker, data: dict) -> None:
             problem = study_name_problem(value)
             if problem:
                 check.error(f"{key}={value!r} {problem}".replace("e.g. study=", f"e.g. {key}="))
-    for key, example in (("results_dir", "results"), ("cache_dir", "data/cache")):
-        value = data.get(key)
-        if isinstance(value, str):
-            problem = output_path_problem(value, "folder", example)
-            if problem:
-                check.error(f"{key}={value!r} {problem}")
-    threads = data.get("threads")
+
+
+def _warn_threads(threads: object) -> None:
+    """More threads than cores runs, slower: a warning (the hard bound is ``tables.MAX_THREADS``)."""
     cores = available_cores()
-    if _is_number(threads) and threads > cores:
+    if _is_number(threads) and cores < threads <= MAX_THREADS:  # beyond MAX_THREADS: an error, not a warning too
         warnings.warn(
             f"threads={threads} but only {cores} cores are available to this process: the threads will share them "
             f"and run slower; set threads={cores} or fewer",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

@@ -29,19 +29,46 @@ def _check_method(check: _Checker, method: Any, problem: Any) -> None:
     valid = list(hints) + list(HYDRA_KEYS)
     present = list(method)
     if takes_options:
-        # Extra keys go to the solver as its own options; only a near-miss of a named option is a typo.
-        for key in present:
-            close = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.8)
-            if key not in valid and close:
-                check.error(
-                    f"method has no option {key!r} (did you mean {close[0]!r}?); valid options: "
-                    f"{', '.join(sorted(hints))}, plus options of the solver"
-                )
+        _check_solver_options(check, cls, method, [k for k in present if k not in valid], hints)
     else:
         check.need_known_keys("method", present, valid)
+    before = len(check.errors)
     check.check_section("method", method, hints, METHOD_RANGES, _method_choices(cls))
     _check_required_form(check, cls, method, problem)
     _check_rule_device(check, method)
+    if len(check.errors) == before:
+        _check_constructor(check, cls, method)
+
+
+def _check_solver_options(check: _Checker, cls: type, method: dict, extra: list[str], hints: dict) -> None:
+    """Keys a method passes on to its solver: a near-miss of a named option is a typo; the rest must be on the
+    solver's allow-list (``cls.extra_options``: tuning only, never an option that writes or reads a file)."""
+    from hardlinear.solvers.base import solver_option_problems
+
+    typos = []
+    for key in extra:
+        close = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.8)
+        if close:
+            typos.append(key)
+            check.error(
+                f"method has no option {key!r} (did you mean {close[0]!r}?); valid options: "
+                f"{', '.join(sorted(hints))}, plus options of the solver"
+            )
+    allowed = cls.extra_options(method) if hasattr(cls, "extra_options") else {}
+    rest = {k: method[k] for k in extra if k not in typos}
+    for line in solver_option_problems(str(method.get("solver", method.get("solve_method", cls.__name__))), rest, allowed):
+        check.error(f"method: {line}")
+
+
+def _check_constructor(check: _Checker, cls: type, method: dict) -> None:
+    """Build the method from its options (a constructor checks its arguments in microseconds; ``setup`` does the
+    work), so what only the class knows (``refine_pick`` needs ``refine``, ...) fails before the run starts,
+    with the constructor's own message."""
+    options = {k: v for k, v in method.items() if k not in HYDRA_KEYS}
+    try:
+        cls(**options)
+    except (ValueError, TypeError) as err:
+        check.error(f"method {method.get('name', cls.__name__)}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
 
 
 def _check_rule_device(check: _Checker, method: dict) -> None:

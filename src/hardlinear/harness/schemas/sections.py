@@ -31,8 +31,10 @@ from hardlinear.harness.schemas.tables import (
 )
 
 
-def _check_top(check: _Checker, data: dict) -> None:
-    valid = list(TOP_LEVEL) + list(OPTIONAL_TOP_LEVEL)
+def _check_top(check: _Checker, data: dict, stored: bool = False) -> None:
+    """The top level and its small sections. ``stored``: a checkpoint's config, where a key it lacks is not an
+    error (older runs; the loader applies the default) and ``content`` (the digests of its files) belongs."""
+    valid = list(TOP_LEVEL) + list(OPTIONAL_TOP_LEVEL) + (["content"] if stored else [])
     for key in data:
         if key in RENAMED_KEYS:
             check.error(RENAMED_KEYS[key])
@@ -40,7 +42,7 @@ def _check_top(check: _Checker, data: dict) -> None:
             close = difflib.get_close_matches(key, valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             check.error(f"config has no top-level key {key!r}; valid keys: {', '.join(sorted(valid))}{hint}")
-    for key in TOP_LEVEL:
+    for key in () if stored else TOP_LEVEL:
         if key not in data:
             check.error(f"config is missing the top-level key {key!r} (conf/config.yaml sets it)")
     present = {k: v for k, v in data.items() if k in TOP_LEVEL}

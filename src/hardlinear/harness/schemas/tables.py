@@ -37,6 +37,15 @@ class Range:
 
 
 POSITIVE, NON_NEGATIVE, AT_LEAST_1 = Range(lo=0, lo_open=True), Range(lo=0), Range(lo=1)
+MAX_THREADS = 1024  # = hardlinear.threads.MAX_THREADS (that module sizes the pools before this one may load)
+"""Most ``threads`` a run may ask for: more than any node's cores (a larger count only oversubscribes, and
+``threads=100000`` made OpenBLAS fail to allocate its buffers and the process segfault)."""
+MAX_ITERATIONS = 100_000
+"""Most steps an iterative option may ask for (the largest any study runs is Pinet's 20,000 test iterations):
+``refine_eval_steps=10**9`` made a reload's probe replay run for days."""
+MAX_HIDDEN, MAX_LAYERS = 65_536, 256
+"""The largest network a config may ask for (``network.hidden=10**7`` asked the allocator for 40 TB)."""
+ITERATIONS, STEPS = Range(0, MAX_ITERATIONS), Range(1, MAX_ITERATIONS)
 SEED_LIMIT = 2**63
 """Seeds are in ``[0, 2**63)``: torch generators take a signed 64-bit seed (and offsets are added to it)."""
 MISSING_VALUE = "???"
@@ -48,7 +57,7 @@ TOP_LEVEL: dict[str, tuple[Any, Range | tuple | None]] = {
     "seed": (int, NON_NEGATIVE),  # and < SEED_LIMIT (_check_seed)
     "device": (str, None),
     "dtype": (str, DTYPE_NAMES),
-    "threads": (int, AT_LEAST_1),
+    "threads": (int, Range(1, MAX_THREADS)),
     "cache_dir": (str, None),
     "results_dir": (str, None),
     "study": (str | None, None),
@@ -65,13 +74,13 @@ TOP_LEVEL: dict[str, tuple[Any, Range | tuple | None]] = {
 }
 OPTIONAL_TOP_LEVEL = ("hydra",)  # present only when a caller composes with return_hydra_config=True
 DATA: dict[str, tuple[Any, Range | tuple | None]] = {
-    "val_size": (int, AT_LEAST_1),
-    "test_size": (int, AT_LEAST_1),
+    "val_size": (int, Range(1, 10_000_000)),  # each instance is solved by the reference solver
+    "test_size": (int, Range(1, 10_000_000)),
     "test_seed": (int, NON_NEGATIVE),
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
     "workers": (int, AT_LEAST_1),
 }
-NETWORK_RANGES = {"hidden": AT_LEAST_1, "layers": NON_NEGATIVE, "dropout": Range(0, 1, hi_open=True)}
+NETWORK_RANGES = {"hidden": Range(1, MAX_HIDDEN), "layers": Range(0, MAX_LAYERS), "dropout": Range(0, 1, hi_open=True)}
 EVAL_RANGES = {
     "warmup": NON_NEGATIVE, "time_instances": AT_LEAST_1, "throughput_batch": AT_LEAST_1,
     "diverged_gap": POSITIVE, "diverged_viol": POSITIVE,
@@ -115,9 +124,17 @@ HYDRA_KEYS = ("_target_", "_convert_", "_recursive_", "_partial_", "_args_")
 METHOD_RANGES = {
     "penalty": NON_NEGATIVE,  # 0 = objective only (the paper's penalty grids start at 0)
     "tol": POSITIVE,
-    "max_iter": AT_LEAST_1,
-    "train_steps": NON_NEGATIVE,
-    "train_iter": NON_NEGATIVE,
+    "max_iter": STEPS,
+    "train_steps": ITERATIONS,
+    "train_iter": ITERATIONS,
+    # iteration counts and sizes of the iterative layers (Proposed's refinement, Pinet, FSNet, HardNet-Aff)
+    "refine_steps": STEPS, "refine_eval_steps": STEPS, "n_iter_train": ITERATIONS, "n_iter_test": STEPS,
+    "n_iter_bwd": ITERATIONS, "equilibrate_iter": ITERATIONS, "max_lifted": Range(1, MAX_ITERATIONS),
+    "memory": STEPS, "unrolled": ITERATIONS, "max_ls": ITERATIONS, "decay_tol_step": STEPS,
+    "rank_checks": ITERATIONS,
+    "refine_sigma": POSITIVE, "refine_omega": Range(0, 2, lo_open=True, hi_open=True),
+    "sigma": POSITIVE, "omega": Range(0, 2, lo_open=True, hi_open=True),
+    "bwd_tol": NON_NEGATIVE, "equilibrate_tol": NON_NEGATIVE,
     "lr": POSITIVE,
     "momentum": Range(0, 1, hi_open=True),
     "relaxation": Range(0, 2, lo_open=True, hi_open=True),

@@ -33,6 +33,18 @@ from hardlinear.layers.equality import constant_lhs
 SOLVE_METHODS = ("Clarabel", "SCS", "ECOS")
 
 
+def solve_options(solve_method: str) -> dict:
+    """The options a config may pass to diffcp's ``solve_method`` (an allow-list: tolerances and iteration limits;
+    never SCS's ``write_data_filename`` / ``log_csv_filename`` nor diffcp's process pools)."""
+    from hardlinear.solvers.base import COUNT, TOLERANCE
+
+    return {
+        "Clarabel": {"max_iter": COUNT, "tol_gap_abs": TOLERANCE, "tol_gap_rel": TOLERANCE, "tol_feas": TOLERANCE},
+        "SCS": {"max_iters": COUNT, "eps_abs": TOLERANCE, "eps_rel": TOLERANCE, "eps_infeas": TOLERANCE},
+        "ECOS": {"max_iters": COUNT, "abstol": TOLERANCE, "reltol": TOLERANCE, "feastol": TOLERANCE},
+    }.get(solve_method, {})
+
+
 class QPProjectionLayer(nn.Module):
     """``forward(xi: (B, k), y_hat: (B, n)) -> (B, n)`` float64: the nearest point of ``C(x)``, differentiable."""
 
@@ -51,6 +63,9 @@ class QPProjectionLayer(nn.Module):
 
         if solve_method not in SOLVE_METHODS:
             raise ValueError(f"solve_method must be one of {SOLVE_METHODS} (diffcp's back ends); got {solve_method!r}")
+        from hardlinear.solvers.base import check_solver_options
+
+        check_solver_options(solve_method, solver_options, solve_options(solve_method))
         self.family, self.n = family, family.n
         y, y_hat = cp.Variable(family.n), cp.Parameter(family.n)
         params, constraints, self.varying = [y_hat], [], []

@@ -1,0 +1,5 @@
+"""Moved to :mod:`hardlinear.layers.peers.qp_projection`; this old path warns (``DeprecationWarning``) and will be removed."""
+
+from hardlinear._moved import alias
+
+alias(__name__)

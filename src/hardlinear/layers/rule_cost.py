@@ -1,0 +1,5 @@
+"""Moved to :mod:`hardlinear.rules.cost`; this old path warns (``DeprecationWarning``) and will be removed."""
+
+from hardlinear._moved import alias
+
+alias(__name__)

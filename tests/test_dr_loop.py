@@ -178,3 +178,16 @@ def test_rows_that_are_rounding_are_zero_rows():
     scale = module.consts.row_scale.numpy()
     assert np.all(scale[rounding] == 0) and np.all(scale[~rounding] > 0)
     assert scale.max() < 1e6  # no row blown up to unit length from rounding
+
+
+def test_the_dense_projector_path_where_a_factor_saves_nothing():
+    """Few constraints (``2 r >= L``): no factor is kept and the dense loop runs; it still equals the reference."""
+    rng = np.random.default_rng(5)
+    G, H = rng.normal(size=(1, 12)), rng.normal(size=(2, 12))
+    layer = DouglasRachfordProjection(G, H, sigma=0.5, omega=1.5)
+    assert not layer.factored
+    y_raw, g = torch.tensor(rng.normal(size=(4, 12))), torch.tensor(rng.normal(size=(4, 1)))
+    u = torch.tensor(rng.uniform(0.1, 1, size=(4, 2)))
+    with torch.no_grad():
+        got, _ = layer(y_raw, g, u, n_iter=30)
+        assert rel(got, pinet_reference(layer, y_raw, g, u, None, 30)) <= RTOL

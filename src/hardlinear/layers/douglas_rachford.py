@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate
+from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate, projector_factor
 from hardlinear.layers.equality import Float64Constants
 
 BACKWARDS = ("implicit", "fixed_point", "unrolled")
@@ -199,7 +199,14 @@ class DouglasRachfordProjection(nn.Module):
         if np.any(lo > hi):
             raise ValueError("the box on y has lo > hi")
         self.has_box = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
-        self.consts = Float64Constants(P=proj, K=K, d=d_c[:n], d_slack=d_c[n:], lo=lo / d_c[:n], hi=hi / d_c[:n])
+        factor = projector_factor(proj)  # P = V V' where that saves multiply-adds (dr_loop.AffineProjection)
+        extra = {} if factor is None else {"V": factor, "V_T": factor.T}
+        c_y = 1.0 / (1.0 + 2.0 * self.sigma * d_c[:n] ** 2)  # the prox's affine part (_prox)
+        self.consts = Float64Constants(
+            P=proj, K=K, d=d_c[:n], d_slack=d_c[n:], lo=lo / d_c[:n], hi=hi / d_c[:n], **extra,
+            C=np.r_[c_y, np.ones(m)], e_coef=2.0 * self.sigma * d_c[:n] * c_y,
+        )
+        self.factored = factor is not None
         self._graphs: dict = {}  # CUDA graphs of the no-gradient loop (hardlinear.layers.dr_loop)
         self.rank = int(np.linalg.matrix_rank(scaled)) if scaled.size else 0
         self.condition = float(np.linalg.cond(scaled)) if scaled.size else 1.0
@@ -252,8 +259,8 @@ class DouglasRachfordProjection(nn.Module):
             raise ValueError(f"n_iter must be >= 0; got {n_iter}")
         q, s_lo, s_hi = self._data(y_raw, g, u, l)
         s = y_raw.new_zeros(y_raw.shape[0], self.n + self.m) if s0 is None else s0.to(y_raw.dtype)
-        (d, P) = self.consts.get(("d", "P"), y_raw)
-        project = AffineProjection(P=P, q=q)
+        project = self._projection(y_raw, q)
+        (d,) = self.consts.get(("d",), y_raw)
         if self.backward == "unrolled" or not torch.is_grad_enabled() or not y_raw.requires_grad:
             if n_iter:
                 s = iterate(s, project, self._prox(y_raw, s_lo, s_hi), self.omega, [n_iter], self._graphs)[-1]
@@ -269,17 +276,22 @@ class DouglasRachfordProjection(nn.Module):
         s_K = _ImplicitFixedPoint.apply(y_raw, s, self, q, s_lo, s_hi)
         return d * project.first(s_K, self.n), s_K.detach()
 
+    def _projection(self, like: torch.Tensor, q: torch.Tensor) -> AffineProjection:
+        """``Pi_E(s) = s P + q``, with the factor ``P = V V'`` where one was kept."""
+        if self.factored:
+            P, V, V_T = self.consts.get(("P", "V", "V_T"), like)
+            return AffineProjection(P=P, q=q, V=V, V_T=V_T)
+        return AffineProjection(P=self.consts.get(("P",), like)[0], q=q)
+
     def _prox(self, y_raw: torch.Tensor, s_lo: torch.Tensor, s_hi: torch.Tensor) -> ProxData:
         """The prox of :meth:`_step` in :mod:`~hardlinear.layers.dr_loop`'s form: ``C = (c_y, 1)``,
         ``e = (2 sigma d y_raw c_y, 0)`` with ``c_y = 1 / (1 + 2 sigma d^2)``, the box on ``y`` and ``[l, u]``."""
-        d, lo, hi = self.consts.get(("d", "lo", "hi"), y_raw)
+        C, e_coef, lo, hi = self.consts.get(("C", "e_coef", "lo", "hi"), y_raw)
         B = y_raw.shape[0]
-        c_y = 1.0 / (1.0 + 2.0 * self.sigma * d * d)
-        C = torch.cat([c_y, torch.ones(self.m, dtype=y_raw.dtype, device=y_raw.device)])
-        e = torch.cat([(2.0 * self.sigma) * d * c_y * y_raw, y_raw.new_zeros(B, self.m)], dim=1)
-        box_lo = lo.expand(B, self.n) if self.has_box else y_raw.new_full((B, self.n), -torch.inf)
-        box_hi = hi.expand(B, self.n) if self.has_box else y_raw.new_full((B, self.n), torch.inf)
-        return ProxData(C, e, torch.cat([box_lo, s_lo.expand(B, self.m)], 1), torch.cat([box_hi, s_hi.expand(B, self.m)], 1))
+        e = torch.cat([e_coef * y_raw, y_raw.new_zeros(B, self.m)], dim=1)
+        box_lo, box_hi = lo.expand(B, self.n), hi.expand(B, self.n)  # -inf / inf where there is no box
+        return ProxData(C, e, torch.cat([box_lo, s_lo.expand(B, self.m)], 1), torch.cat([box_hi, s_hi.expand(B, self.m)], 1),
+                        bounded=self.has_box or self.m > 0)
 
     def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's own signature
         self._graphs.clear()  # captured graphs hold the old constants

@@ -9,7 +9,8 @@ Both splittings iterate, on a lifted state ``s: (B, L)`` with an affine subspace
 and :mod:`hardlinear.layers.refine` derive theirs). Written out naively that is a dozen small operations an
 iteration (slices, a concatenation, two clamps, three blends), each a dispatch on the CPU and a kernel launch on
 a GPU: at batch 1 the dispatches, not the arithmetic, were the cost (issue 40: 0.1 ms an iteration). Here one
-iteration is the projection (one ``addmm`` with the dense projector, or two thin products where ``E`` is a graph
+iteration is the projection (one ``addmm`` with the dense projector, two thin ones through its factor ``P = V V'`` where
+that saves multiply-adds, or two thin products where ``E`` is a graph
 ``t = M u`` whose dense projector would be far larger) and five fused elementwise passes over one buffer:
 
     a = e + 2C * z;   a -= C * s;   clamp(a, lo, hi);   a -= z;   s += omega a
@@ -35,33 +36,36 @@ import torch
 
 class AffineProjection:
     """``Pi_E(s) = s P + q``: the dense symmetric projector ``P: (L, L)`` with an optional per-call offset
-    ``q: (B, L)``, or, where ``E = {(u, t) : t = u M'}`` is a graph, ``u = s K`` (``K: (L, d)``, the first ``d``
-    columns of its projector) and ``t = u M'`` (``M_T: (d, m)``): two thin products instead of an ``L x L`` one.
+    ``q: (B, L)``, and optionally its factor ``P = V V'`` (``V: (L, r)``, ``V_T`` its transpose, contiguous): two
+    ``L x r`` products instead of one ``L x L`` where ``2 r < L`` (Pinet's lifted space on DC3: ``r = 50``, ``L = 150``,
+    a third fewer multiply-adds); or, where ``E = {(u, t) : t = u M'}`` is a graph, ``u = s K`` (``K: (L, d)``, the
+    first ``d`` columns of its projector) and ``t = u M'`` (``M_T: (d, m)``): two thin products.
     """
 
-    __slots__ = ("P", "q", "K", "M_T")
+    __slots__ = ("P", "q", "V", "V_T", "K", "M_T")
 
     def __init__(self, P: torch.Tensor | None = None, q: torch.Tensor | None = None, K: torch.Tensor | None = None,
-                 M_T: torch.Tensor | None = None) -> None:
+                 M_T: torch.Tensor | None = None, V: torch.Tensor | None = None, V_T: torch.Tensor | None = None) -> None:
         if (P is None) == (K is None) or (K is None) != (M_T is None) or (q is not None and P is None):
             raise ValueError("an AffineProjection is either dense (P, optional q) or a graph's (K, M_T)")
-        self.P, self.q, self.K, self.M_T = P, q, K, M_T
+        if (V is None) != (V_T is None) or (V is not None and P is None):
+            raise ValueError("a factor P = V V' needs P, V and V_T")
+        self.P, self.q, self.V, self.V_T, self.K, self.M_T = P, q, V, V_T, K, M_T
 
     def __call__(self, s: torch.Tensor) -> torch.Tensor:
+        if self.V is not None:
+            w = s @ self.V
+            return w @ self.V_T if self.q is None else torch.addmm(self.q, w, self.V_T)
         if self.P is not None:
             return s @ self.P if self.q is None else torch.addmm(self.q, s, self.P)
         u = s @ self.K
         return torch.cat([u, u @ self.M_T], dim=1)
 
-    def into(self, s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """``Pi_E(s)`` written into ``z`` (no gradient)."""
-        if self.P is not None:
-            return torch.mm(s, self.P, out=z) if self.q is None else torch.addmm(self.q, s, self.P, out=z)
-        u = s @ self.K
-        return torch.cat([u, u @ self.M_T], dim=1, out=z)
-
     def first(self, s: torch.Tensor, cols: int) -> torch.Tensor:
         """``Pi_E(s)[:, :cols]`` without the rest (the output's coordinates)."""
+        if self.V is not None:
+            z = (s @ self.V) @ self.V_T[:, :cols]
+            return z if self.q is None else z + self.q[:, :cols]
         if self.P is not None:
             z = s @ self.P[:, :cols]
             return z if self.q is None else z + self.q[:, :cols]
@@ -69,7 +73,19 @@ class AffineProjection:
         return u[:, :cols] if cols <= u.shape[1] else self(s)[:, :cols]
 
     def requires_grad(self) -> bool:
-        return any(t is not None and t.requires_grad for t in (self.P, self.q, self.K, self.M_T))
+        return any(t is not None and t.requires_grad for t in (self.P, self.q, self.V, self.K, self.M_T))
+
+
+def projector_factor(P, tol: float = 1e-8):
+    """``V`` with ``P = V V'`` for an orthogonal projector ``P`` (numpy, symmetric), or None where a factor would
+    not save work (``2 r >= L``) or ``P``'s eigenvalues are not 0 and 1 to ``tol`` (not a projector)."""
+    import numpy as np
+
+    w, vecs = np.linalg.eigh(P)
+    keep = w > 0.5
+    if not (np.all(np.abs(w[keep] - 1.0) <= tol) and np.all(np.abs(w[~keep]) <= tol)):
+        return None
+    return vecs[:, keep] if 2 * int(keep.sum()) < P.shape[0] else None
 
 
 class ProxData:
@@ -80,10 +96,12 @@ class ProxData:
 
     __slots__ = ("C", "C2", "e", "lo", "hi", "bounded")
 
-    def __init__(self, C: torch.Tensor, e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
-        self.C, self.C2, self.e = C, 2.0 * C, e
+    def __init__(self, C: torch.Tensor, e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+                 bounded: bool | None = None, C2: torch.Tensor | None = None) -> None:
+        self.C, self.C2, self.e = C, 2.0 * C if C2 is None else C2, e
         self.lo, self.hi = lo, hi
-        self.bounded = bool(torch.isfinite(lo).any() or torch.isfinite(hi).any())
+        # The caller usually knows (a sync and three passes otherwise); an infinite bound clamps nothing anyway.
+        self.bounded = bool(torch.isfinite(lo).any() or torch.isfinite(hi).any()) if bounded is None else bounded
 
 
 def _step(s: torch.Tensor, z: torch.Tensor, prox: ProxData, omega: float) -> torch.Tensor:
@@ -126,6 +144,26 @@ def _dense_loop(s: torch.Tensor, P: torch.Tensor, q: torch.Tensor | None, C: tor
             torch.mm(s, P, out=z)
         else:
             torch.addmm(q, s, P, out=z)
+        torch.addcmul(e, C2, z, out=a)
+        a.addcmul_(C, s, value=-1.0)
+        if bounded:
+            torch.clamp(a, lo, hi, out=a)
+        a.sub_(z)
+        s.add_(a, alpha=omega)
+
+
+def _factor_loop(s: torch.Tensor, V: torch.Tensor, V_T: torch.Tensor, q: torch.Tensor | None, C: torch.Tensor,
+                 C2: torch.Tensor, e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bounded: bool, n_iter: int,
+                 omega: float) -> None:
+    """:func:`_dense_loop` with ``Pi_E(s) = (s V) V' + q``."""
+    a, z = torch.empty_like(s), torch.empty_like(s)
+    w = torch.empty(s.shape[0], V.shape[1], dtype=s.dtype, device=s.device)
+    for _ in range(n_iter):
+        torch.mm(s, V, out=w)
+        if q is None:
+            torch.mm(w, V_T, out=z)
+        else:
+            torch.addmm(q, w, V_T, out=z)
         torch.addcmul(e, C2, z, out=a)
         a.addcmul_(C, s, value=-1.0)
         if bounded:
@@ -179,7 +217,11 @@ def _script(fn):
         return fn
 
 
-_LOOPS = {"dense": (_dense_loop, _script(_dense_loop)), "graph": (_graph_loop, _script(_graph_loop))}
+_LOOPS = {
+    "dense": (_dense_loop, _script(_dense_loop)),
+    "factor": (_factor_loop, _script(_factor_loop)),
+    "graph": (_graph_loop, _script(_graph_loop)),
+}
 
 
 def _eager_inplace(
@@ -187,13 +229,13 @@ def _eager_inplace(
 ) -> list[torch.Tensor]:
     """The loop in place on a copy of ``s``: TorchScript on the CPU, the Python loop where a CUDA graph captures it."""
     s = s.clone()
-    kind = "dense" if project.P is not None else "graph"
+    kind = "graph" if project.P is None else "dense" if s.is_cuda or project.V is None else "factor"
     loop = _wide_loop if kind == "dense" and s.is_cuda else _LOOPS[kind][1 if scripted and not s.is_cuda else 0]
-    first, second = (project.P, project.q) if kind == "dense" else (project.K, project.M_T)
+    data = {"dense": (project.P, project.q), "factor": (project.V, project.V_T, project.q), "graph": (project.K, project.M_T)}[kind]
     args = (prox.C, prox.C2, prox.e, prox.lo, prox.hi, prox.bounded)
     out, done = [], 0
     for mark in marks:
-        loop(s, first, second, *args, mark - done, float(omega))
+        loop(s, *data, *args, mark - done, float(omega))
         done = mark
         out.append(s.clone() if mark != marks[-1] else s)
     return out
@@ -210,9 +252,9 @@ def _graph_replay(
         static = {
             "s": s.clone(), "e": prox.e.clone(), "C": prox.C, "lo": prox.lo.clone(), "hi": prox.hi.clone(),
         }
-        static_prox = ProxData(static["C"], static["e"], static["lo"], static["hi"])
+        static_prox = ProxData(static["C"], static["e"], static["lo"], static["hi"], prox.bounded)
         static["q"] = None if project.q is None else project.q.clone()
-        project = AffineProjection(project.P, static["q"], project.K, project.M_T)
+        project = AffineProjection(project.P, static["q"], project.K, project.M_T, project.V, project.V_T)
         # The graph reads these tensors' memory at every replay: they must live as long as it does.
         static["prox"], static["project"] = static_prox, project
         side = torch.cuda.Stream(device=s.device)

@@ -30,6 +30,20 @@ from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 TOL_FLOOR, TOL_CEIL = 1e-9, 1e-6  # FSNet clips its training tolerance to this range when it decays it
 
 
+def constant_rows_T(family) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(G', H')`` as dense float64 arrays where both are constant and small enough to multiply densely (the
+    closed-form inference path of :func:`hardlinear.layers.peers.fsnet.lbfgs_linear`), else None."""
+    from hardlinear.constraints import DENSE_LIMIT
+    from hardlinear.layers.equality import constant_lhs
+
+    n = family.n
+    if (family.m_eq + family.m_ineq) * n > DENSE_LIMIT:
+        return None
+    G = constant_lhs(family, "G") if family.m_eq else np.zeros((0, n))
+    H = constant_lhs(family, "H") if family.m_ineq else np.zeros((0, n))
+    return None if G is None or H is None else (np.ascontiguousarray(G.T), np.ascontiguousarray(H.T))
+
+
 class FSNet(Method):
     name = "fsnet"
     iterative = True
@@ -84,6 +98,7 @@ class FSNet(Method):
     def setup(self, problem, ctx: Context) -> float:
         self.problem = problem
         self.net = ctx.make_mlp(problem.box, problem.family.n).to(ctx.device, ctx.dtype)
+        self._rows_T = constant_rows_T(problem.family)
         return 0.0
 
     # --- pieces --------------------------------------------------------------------------------------
@@ -110,9 +125,19 @@ class FSNet(Method):
     def _solve(self, xi: torch.Tensor, y0: torch.Tensor, val_tol: float, train: bool):
         from hardlinear.layers.peers.fsnet import lbfgs_feasibility
 
-        rows = self._violation_rows(xi.to(self.layer_dtype))
         s = self.settings
-        if not train or not torch.is_grad_enabled() or not y0.requires_grad:
+        inference = not train or not torch.is_grad_enabled() or not y0.requires_grad
+        if inference and getattr(self, "_rows_T", None) is not None:  # constant rows: closed form, TorchScript
+            from hardlinear.layers.peers.fsnet import lbfgs_linear
+
+            xw = xi.to(y0.dtype)
+            G_T, H_T = (torch.as_tensor(a, dtype=y0.dtype, device=y0.device) for a in self._rows_T)
+            family = self.problem.family
+            state = lbfgs_linear(y0, G_T, family.eq_rhs(xw), H_T, family.ineq_rhs(xw), self.output_box, s, val_tol,
+                                 s.max_iter)
+            return state.y, state
+        rows = self._violation_rows(xi.to(self.layer_dtype))
+        if inference:
             state = lbfgs_feasibility(rows, y0, s, val_tol, s.max_iter)
             return state.y.detach(), state
         state = lbfgs_feasibility(rows, y0, s, val_tol, self.unrolled, differentiable=True)

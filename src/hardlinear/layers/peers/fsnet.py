@@ -153,3 +153,92 @@ def _line_search(rows, y, d, g, f, settings: LBFGSSettings) -> tuple[float, int]
 def squared_violation(eq_resid: torch.Tensor, ineq_resid: torch.Tensor) -> torch.Tensor:
     """``(B, m_eq), (B, m) -> (B,)``: ``||eq||^2 + ||ineq^+||^2`` (FSNet's squared residual norms)."""
     return eq_resid.square().sum(dim=1) + torch.relu(ineq_resid).square().sum(dim=1)
+
+
+# --- inference for constant rows: the same iteration with the gradient in closed form, under TorchScript --------
+def _phi_and_grad(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor,
+                  box: float, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``phi = scale mean_b rows(y)`` and its gradient, ``(2 scale / B) (G' r_eq + H' r_ineq^+ + sign(y) (|y| - b)^+)``
+    (``box <= 0``: no box term): what autograd gives, written out."""
+    r_eq = y @ G_T - g
+    r_in = torch.relu(y @ H_T - h)
+    rows = r_eq.square().sum(dim=1) + r_in.square().sum(dim=1)
+    grad = r_eq @ G_T.T + r_in @ H_T.T
+    if box > 0:
+        out = torch.relu(y.abs() - box)
+        rows = rows + out.square().sum(dim=1)
+        grad = grad + torch.sign(y) * out
+    B = float(y.shape[0])
+    return scale * rows.mean(), (2.0 * scale / B) * grad
+
+
+def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor,
+                       box: float, memory: int, max_iter: int, scale: float, grad_tol: float, c: float, shrink: float,
+                       max_ls: int, val_tol: float, rho_eps: float) -> tuple[torch.Tensor, int, int]:
+    """:func:`lbfgs_feasibility` without a graph, for ``rows(y) = ||G y - g||^2 + ||(H y - h)^+||^2 [+ box]``: the
+    same iteration, stopping tests, two-loop recursion and Armijo search, step for step. Returns ``(y, iterations,
+    line-search evaluations)``."""
+    f, grad = _phi_and_grad(y, G_T, g, H_T, h, box, scale)
+    S: list[torch.Tensor] = []
+    Y: list[torch.Tensor] = []
+    iterations, evaluations = 0, 0
+    for _ in range(max_iter):
+        if f.item() / scale < val_tol or bool((torch.linalg.vector_norm(grad, dim=1) < grad_tol).all()):
+            break
+        if len(S) == 0:
+            d = -0.1 * grad
+        else:
+            rho = [1.0 / ((s * yy).sum(dim=1, keepdim=True) + rho_eps) for s, yy in zip(S, Y)]
+            q = grad
+            alphas: list[torch.Tensor] = []
+            for i in range(len(S) - 1, -1, -1):
+                a = rho[i] * (S[i] * q).sum(dim=1, keepdim=True)
+                alphas.append(a)
+                q = q - a * Y[i]
+            gamma = (S[-1] * Y[-1]).sum(dim=1, keepdim=True) / ((Y[-1] * Y[-1]).sum(dim=1, keepdim=True) + rho_eps)
+            r_vec = gamma * q
+            for i in range(len(S)):
+                b = rho[i] * (Y[i] * r_vec).sum(dim=1, keepdim=True)
+                r_vec = r_vec + S[i] * (alphas[len(S) - 1 - i] - b)
+            d = -r_vec
+        step = 1.0
+        slope = float((grad * d).sum())
+        f0 = float(f)
+        for _ in range(max_ls):
+            evaluations += 1
+            f_try, _ = _phi_and_grad(y + step * d, G_T, g, H_T, h, box, scale)
+            if float(f_try) <= f0 + c * step * slope:
+                break
+            step *= shrink
+        y_next = y + step * d
+        f_next, g_next = _phi_and_grad(y_next, G_T, g, H_T, h, box, scale)
+        S.append(y_next - y)
+        Y.append(g_next - grad)
+        if len(S) > memory:
+            S.pop(0)
+            Y.pop(0)
+        y, f, grad = y_next, f_next, g_next
+        iterations += 1
+    return y, iterations, evaluations
+
+
+try:
+    _LBFGS_LINEAR = torch.jit.script(_lbfgs_linear_loop)
+except Exception as exc:  # noqa: BLE001 - a torch without TorchScript: the same loop in Python
+    import warnings
+
+    warnings.warn(f"TorchScript unavailable ({type(exc).__name__}); FSNet's L-BFGS runs in Python", stacklevel=1)
+    _LBFGS_LINEAR = _lbfgs_linear_loop
+
+
+def lbfgs_linear(y0: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor,
+                 box: float | None, settings: LBFGSSettings, val_tol: float, iterations: int) -> LBFGSState:
+    """Inference (no graph) for constant rows ``G, H`` (passed transposed): :func:`lbfgs_feasibility`'s result from
+    the closed-form gradient under TorchScript (issue 40: one scripted loop instead of autograd and a Python
+    recursion per iteration). The history is not returned (nothing continues from it at inference)."""
+    s = settings
+    y, its, evals = _LBFGS_LINEAR(y0.detach(), G_T, g, H_T, h, -1.0 if box is None else float(box), s.memory,
+                                  iterations, s.scale, s.grad_tol, s.c, s.shrink, s.max_ls, float(val_tol), RHO_EPS)
+    state = LBFGSState(y, torch.zeros((), dtype=y.dtype), torch.zeros_like(y))
+    state.iterations, state.line_search_evaluations = int(its), int(evals)
+    return state

@@ -68,6 +68,11 @@ FULL = {
     "call_budget": 30.0,
 }
 REFERENCES = ("mlp", "mlp_f64")
+PINET_HCNN = "pinet-hcnn (JAX)"  # the Pinet package's own jitted projection after our network (pinet_reference.py)
+
+
+class SkipRow(Exception):
+    """A row that cannot be timed here for a reason worth a line (a package not installed)."""
 # Rows proposed[row=MODE] and proposed[batch=MODE]: the fused layer's module constant each one sets.
 FUSED_MODES = {"row": "ROW_MODE", "batch": "BATCH_MODE"}
 PROBE = 64  # batch of the one call that estimates a large batch's time when the batch-1 time says it is too long
@@ -197,7 +202,9 @@ class BareMLP(torch.nn.Module):
 
 def config_name(name: str) -> str:
     """The method config of a row name (``proposed[unfused]``, ``proposed[row=eager]``, ``proposed[checkpoint 2]``
-    -> ``proposed``)."""
+    -> ``proposed``; the ``pinet-hcnn (JAX)`` reference -> ``pinet``)."""
+    if name == PINET_HCNN:
+        return "pinet"
     return VARIANTS.get(name, (name.split("[")[0],))[0]
 
 
@@ -207,6 +214,16 @@ def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None,
     ``problem.form=standard``, passed on to a fresh method's config)."""
     if name in REFERENCES:
         return BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32), "fresh"
+    if name == PINET_HCNN:
+        import pinet_reference
+
+        if not pinet_reference.available():
+            raise SkipRow(f"pinet-hcnn is not installed: {pinet_reference.INSTALL}")
+        if run_dir is not None:  # the same trained network as the pinet row
+            method = load_checkpoint(run_dir, problem, problem_cfg, problem_overrides, ctx)
+            return pinet_reference.PinetHcnnReference(method), f"checkpoint {run_dir}"
+        method, _, _ = common.make_method(problem_cfg, "pinet", problem, ctx, list(problem_overrides))
+        return pinet_reference.PinetHcnnReference(method), "fresh"
     config, variant = VARIANTS.get(name, (config_name(name), []))
     if "on_failure" in common.compose(problem_cfg, config).method:  # solvers: a failed solve is counted, not fatal
         variant = [*variant, "method.on_failure='nan'"]  # quoted: Hydra reads a bare nan as a float
@@ -328,7 +345,7 @@ def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, ru
         method, weights = build(name, problem_cfg, problem, ctx, run_dir, problem_overrides)
     except NotApplicable as err:
         return [{**base, "status": "not_applicable", "note": " ".join(str(err).split())}]
-    except SolverUnavailable as err:
+    except (SolverUnavailable, SkipRow) as err:
         return [{**base, "status": "skipped", "note": str(err).splitlines()[0]}]
     except Exception as err:  # noqa: BLE001 - recorded loudly, the other methods still run
         common.log(traceback.format_exc())
@@ -413,6 +430,8 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
         at = names.index("proposed") + 1
         names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes),
                         *(f"proposed[batch={m}]" for m in args.batch_modes)]
+    if "pinet" in names and PINET_HCNN not in names:  # the package's own layer beside ours, where it applies
+        names.insert(names.index("pinet") + 1, PINET_HCNN)
     names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint), args.keep_fresh)
     rows = []
     in_form = {problem.form: problem}  # the problem in each form a method needs (built once)

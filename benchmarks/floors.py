@@ -316,6 +316,7 @@ DERIVATIONS: dict[str, Callable[..., Floor]] = {
     "Penalty": network_only,
     "ALM": network_only,
     "Pinet": pinet,
+    "PinetHcnnReference": pinet,  # the package's layer on the same settings (bench_methods' reference row)
     "FSNet": fsnet,
 }
 

@@ -282,3 +282,27 @@ def test_a_checkpoint_is_timed_only_on_the_form_it_was_trained_in(bench, tmp_pat
     ctx = bench_methods.common.make_context(args)
     method, weights = bench_methods.build("proposed", "dcopf_14", problem, ctx, proposed_run, overrides)
     assert weights == f"checkpoint {proposed_run}" and method.problem.form == "inequality"
+
+
+def test_the_pinet_hcnn_row_runs_the_package_on_our_settings_or_says_why_not(bench, tmp_path):
+    """``pinet-hcnn (JAX)``: where the package is installed its output equals our pinet method's on the same network
+    and settings (the row times the same function); where it is not, the row is skipped with the install line."""
+    bench_methods = bench[0]
+    sys.path.insert(0, str(BENCH_DIR))
+    try:
+        import common
+        import pinet_reference
+    finally:
+        sys.path.remove(str(BENCH_DIR))
+    problem = common.load_problem("dc3_qp")
+    ctx = common.make_context(bench_methods.parser().parse_args(["--quick", "--cache-dir", str(tmp_path)]))
+    if not pinet_reference.available():
+        with pytest.raises(bench_methods.SkipRow, match="pip install"):
+            bench_methods.build(bench_methods.PINET_HCNN, "dc3_qp", problem, ctx)
+        return
+    ref, weights = bench_methods.build(bench_methods.PINET_HCNN, "dc3_qp", problem, ctx)
+    ref.eval()
+    xi = problem.sample(4, generator=torch.Generator().manual_seed(0))
+    got = ref.predict(xi).y
+    ours = ref.method.predict(xi).y
+    assert weights == "fresh" and float((got - ours).abs().max()) <= 1e-10 * max(1.0, float(ours.abs().max()))

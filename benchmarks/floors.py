@@ -246,7 +246,8 @@ def pinet(method, iterations: float) -> Floor:
         network + (m_eq + m_ineq)(k + 1)     right-hand sides g(x), h(x), once
                 + N m_eq                     q = K_eq g(x): the equality data in the lifted space, once
                 + (K + 1) N^2                P_eq(s) = s P + q: the dense projector P = I - A~^+ A~, once per
-                                             iteration and once for the output
+                                             iteration and once for the output; where the layer keeps its factor
+                                             P = V V' (rank r, 2 r < N): 2 N r per iteration, N r + r n for the output
 
     The prox of the objective, the clamps onto the box and the relaxation are elementwise (not counted); the
     pseudo-inverse and the Ruiz equilibration are offline."""
@@ -254,6 +255,12 @@ def pinet(method, iterations: float) -> Floor:
     layer, dtype = method.layer, method.layer_dtype
     right_hand_sides(f, method.problem.family, dtype)
     matrix(f, "q = K_eq g (lifted equality data)", layer.consts.K, dtype=dtype)
+    if getattr(layer, "factored", False):  # P = V V' (rank r): (s V) V' per iteration, (s V) V'[:, :n] for the output
+        V = layer.consts.V
+        N, r = V.shape
+        size = torch.empty(0, dtype=dtype).element_size()
+        f.add(f"P_eq: (s V) V' (factor {N}x{r}), x{iterations:g} iterations", 2.0 * N * r * iterations, dtype, 2 * N * r, size)
+        return f.add(f"output: (s V) V'[:, :n] ({N}x{r}, {r}x{layer.n})", N * r + r * layer.n, dtype)
     return matrix(f, "P_eq: s P (dense projector), per iteration + output", layer.consts.P, iterations + 1.0, dtype)
 
 

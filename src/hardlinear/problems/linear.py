@@ -90,6 +90,9 @@ def load_arrays_npz(path: str | os.PathLike) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{path}: unknown keys {unknown}; the keys are {list(KNOWN_KEYS)} (see hardlinear.problems.linear)")
     for key, value in raw.items():  # text or complex arrays named by key, before anything reads them
+        if key in NAME_KEYS:  # names are text by design (checked against the sizes by names_of)
+            arrays[key] = value
+            continue
         try:
             arrays[key] = real_array(value, key)
         except ValueError as err:

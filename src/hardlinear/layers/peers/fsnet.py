@@ -156,6 +156,15 @@ def squared_violation(eq_resid: torch.Tensor, ineq_resid: torch.Tensor) -> torch
 
 
 # --- inference for constant rows: the same iteration with the gradient in closed form, under TorchScript --------
+def _phi(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor, box: float,
+         scale: float) -> torch.Tensor:
+    """``phi = scale mean_b rows(y)`` alone (the line search's evaluations need no gradient)."""
+    rows = (y @ G_T - g).square().sum(dim=1) + torch.relu(y @ H_T - h).square().sum(dim=1)
+    if box > 0:
+        rows = rows + torch.relu(y.abs() - box).square().sum(dim=1)
+    return scale * rows.mean()
+
+
 def _phi_and_grad(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor,
                   box: float, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """``phi = scale mean_b rows(y)`` and its gradient, ``(2 scale / B) (G' r_eq + H' r_ineq^+ + sign(y) (|y| - b)^+)``
@@ -206,7 +215,7 @@ def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T:
         f0 = float(f)
         for _ in range(max_ls):
             evaluations += 1
-            f_try, _ = _phi_and_grad(y + step * d, G_T, g, H_T, h, box, scale)
+            f_try = _phi(y + step * d, G_T, g, H_T, h, box, scale)
             if float(f_try) <= f0 + c * step * slope:
                 break
             step *= shrink

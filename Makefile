@@ -8,6 +8,8 @@ TORCH ?= torch==2.13.0
 # `make install` installs every extra: the library alone is `pip install .` (pyproject.toml lists what each adds)
 EXTRAS ?= harness,wandb,gurobi,docs,dev
 ARGS ?=
+# Test workers (pytest-xdist): one per core; JOBS=0 runs in this process (a debugger, -x, --pdb)
+JOBS ?= auto
 
 .DEFAULT_GOAL := help
 .PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures report aggregate bench bench-quick gpu-check sizes clean
@@ -27,11 +29,11 @@ install: $(VENV)/.installed  ## create .venv and install the package with its ex
 run: install  ## the default experiment: proposed method on dcopf_14 (no licence, no account, no network)
 	$(PY) run.py $(ARGS)
 
-test: install  ## the test suite (slow tests excluded)
-	$(PY) -m pytest -q $(ARGS)
+test: install  ## the test suite (slow tests excluded), on every core (JOBS=0: one process)
+	$(PY) -m pytest -q -n $(JOBS) $(ARGS)
 
 test-slow: install  ## only the slow tests
-	$(PY) -m pytest -q -m slow $(ARGS)
+	$(PY) -m pytest -q -n $(JOBS) -m slow $(ARGS)
 
 lint: install  ## ruff
 	$(VENV)/bin/ruff check src tests scripts benchmarks probes run.py

@@ -35,7 +35,7 @@ their floor is the network's only (``floor_exact`` False, noted).
 
 Run: ``python benchmarks/bench_methods.py --problems dcopf_118 dcopf_200 dc3_qp`` (``--quick``: dcopf_14, small
 settings; ``--help`` lists the settings). Outputs ``methods.csv``, ``methods.json``, ``methods.md`` (the table)
-in ``--out-dir``.
+and ``methods.png`` (every method's time beside its floor, :mod:`methods_figure`) in ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -543,6 +543,11 @@ def main(argv: list[str] | None = None) -> dict:
     md.write_text(f"Machine: {cpu}, {args.threads} thread(s), device {env['device_name']}; load average at the end "
                   f"{load}; git {env['git_sha']}; {env['date']}\n\n" + markdown(rows, args.batch_sizes))  # fmt: skip
     paths["md"] = md
+    import methods_figure
+
+    figure = methods_figure.draw(rows, out / f"{NAME}.png", f"{env['device_name']}, {args.threads} thread(s), {env['date']}")
+    if figure is not None:
+        paths["png"] = figure
     common.log(f"[methods] wrote {', '.join(str(p) for p in paths.values())}")
     return {"paths": paths, "rows": rows}
 

@@ -39,6 +39,7 @@ def test_tiny_run(bench, tmp_path):
     from hardlinear.layers import fused
 
     assert fused.BATCH_MODE == "off" and fused.ROW_MODE == "script"  # the rows' modes were set for them only
+    assert out["paths"]["png"].stat().st_size > 10_000  # the figure: every method beside its floor
     with out["paths"]["csv"].open(newline="") as f:
         rows = list(csv.DictReader(f))
     by = {(r["method"], r["batch_size"]): r for r in rows}

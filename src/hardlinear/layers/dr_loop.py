@@ -135,6 +135,18 @@ def iterate(
     return _eager_inplace(s, project, prox, omega, marks)
 
 
+def _relax(s: torch.Tensor, z: torch.Tensor, a: torch.Tensor, C: torch.Tensor, C2: torch.Tensor, e: torch.Tensor,
+           lo: torch.Tensor, hi: torch.Tensor, bounded: bool, omega: float) -> None:
+    """Given ``z = Pi_E(s)``, ``s += omega (clamp(e + C (2z - s), lo, hi) - z)`` in place (``a`` scratch): the five
+    elementwise passes every loop below shares (TorchScript inlines it)."""
+    torch.addcmul(e, C2, z, out=a)
+    a.addcmul_(C, s, value=-1.0)
+    if bounded:
+        torch.clamp(a, lo, hi, out=a)
+    a.sub_(z)
+    s.add_(a, alpha=omega)
+
+
 def _dense_loop(s: torch.Tensor, P: torch.Tensor, q: torch.Tensor | None, C: torch.Tensor, C2: torch.Tensor,
                 e: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bounded: bool, n_iter: int, omega: float) -> None:
     """``n_iter`` iterations in place on ``s`` with ``Pi_E(s) = s P (+ q)``."""
@@ -144,12 +156,7 @@ def _dense_loop(s: torch.Tensor, P: torch.Tensor, q: torch.Tensor | None, C: tor
             torch.mm(s, P, out=z)
         else:
             torch.addmm(q, s, P, out=z)
-        torch.addcmul(e, C2, z, out=a)
-        a.addcmul_(C, s, value=-1.0)
-        if bounded:
-            torch.clamp(a, lo, hi, out=a)
-        a.sub_(z)
-        s.add_(a, alpha=omega)
+        _relax(s, z, a, C, C2, e, lo, hi, bounded, omega)
 
 
 def _factor_loop(s: torch.Tensor, V: torch.Tensor, V_T: torch.Tensor, q: torch.Tensor | None, C: torch.Tensor,
@@ -164,12 +171,7 @@ def _factor_loop(s: torch.Tensor, V: torch.Tensor, V_T: torch.Tensor, q: torch.T
             torch.mm(w, V_T, out=z)
         else:
             torch.addmm(q, w, V_T, out=z)
-        torch.addcmul(e, C2, z, out=a)
-        a.addcmul_(C, s, value=-1.0)
-        if bounded:
-            torch.clamp(a, lo, hi, out=a)
-        a.sub_(z)
-        s.add_(a, alpha=omega)
+        _relax(s, z, a, C, C2, e, lo, hi, bounded, omega)
 
 
 def _wide_loop(s: torch.Tensor, P: torch.Tensor, q: torch.Tensor | None, C: torch.Tensor, C2: torch.Tensor,
@@ -198,12 +200,7 @@ def _graph_loop(s: torch.Tensor, K: torch.Tensor, M_T: torch.Tensor, C: torch.Te
     for _ in range(n_iter):
         u = torch.mm(s, K)
         torch.cat([u, torch.mm(u, M_T)], dim=1, out=z)
-        torch.addcmul(e, C2, z, out=a)
-        a.addcmul_(C, s, value=-1.0)
-        if bounded:
-            torch.clamp(a, lo, hi, out=a)
-        a.sub_(z)
-        s.add_(a, alpha=omega)
+        _relax(s, z, a, C, C2, e, lo, hi, bounded, omega)
 
 
 def _script(fn):

@@ -191,10 +191,14 @@ def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
     counted, pred = counted_matmuls(method, xi)  # constant rows: the closed-form path, right-hand sides once
     K, E = int(pred.iterations[0]), pred.extras["line_search_evaluations"]
     assert K >= 2 and E >= K  # it iterated, and each line search evaluated at least once
-    assert counted == TINY_NET + 9 * (2 + 2 * K + E) + TINY_RHS
+    # its two-loop's dot products are batched products too: 2 per visited pair, gamma's 2, a new pair's rho
+    visits = floors.history_visits(K, 3)
+    dots = 3 * (2 * visits + 2 * (K - 1) + K)
+    assert counted == TINY_NET + 9 * (2 + 2 * K + E) + TINY_RHS + dots
     f = floors.floor(method, iterations=float(K), line_search=float(E))
-    two_loop = 4 * 3 * floors.history_visits(K, 3) + 2 * 3 * (K - 1) + 2 * 3 * K
-    assert f.macs["float32"] + f.macs["float64"] - two_loop == counted
+    two_loop = 4 * 3 * visits + 2 * 3 * (K - 1) + 2 * 3 * K  # the floor's: these dots and the axpys beside them
+    assert f.macs["float32"] + f.macs["float64"] - two_loop == counted - dots
+    assert dots <= two_loop
     method._rows_T = None  # the autograd path recomputes the right-hand sides at each of its 1 + K + E evaluations
     counted_autograd, pred_autograd = counted_matmuls(method, xi)
     assert (int(pred_autograd.iterations[0]), pred_autograd.extras["line_search_evaluations"]) == (K, E)

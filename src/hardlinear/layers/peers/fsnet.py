@@ -181,6 +181,11 @@ def _phi_and_grad(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torc
     return scale * rows.mean(), (2.0 * scale / B) * grad
 
 
+def _rowdot(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``(B, n), (B, n) -> (B, 1)``: the row-wise dot product as one batched product."""
+    return torch.bmm(u.unsqueeze(1), v.unsqueeze(2)).squeeze(2)
+
+
 def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor,
                        box: float, memory: int, max_iter: int, scale: float, grad_tol: float, c: float, shrink: float,
                        max_ls: int, val_tol: float, rho_eps: float) -> tuple[torch.Tensor, int, int]:
@@ -190,6 +195,7 @@ def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T:
     f, grad = _phi_and_grad(y, G_T, g, H_T, h, box, scale)
     S: list[torch.Tensor] = []
     Y: list[torch.Tensor] = []
+    rho: list[torch.Tensor] = []  # 1 / (s'y + eps) of each pair, computed once when the pair is stored
     iterations, evaluations = 0, 0
     for _ in range(max_iter):
         if f.item() / scale < val_tol or bool((torch.linalg.vector_norm(grad, dim=1) < grad_tol).all()):
@@ -197,18 +203,18 @@ def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T:
         if len(S) == 0:
             d = -0.1 * grad
         else:
-            rho = [1.0 / ((s * yy).sum(dim=1, keepdim=True) + rho_eps) for s, yy in zip(S, Y)]
+            # The two-loop recursion, each step one batched dot and one fused multiply-add (no (B, n) temporaries)
             q = grad
             alphas: list[torch.Tensor] = []
             for i in range(len(S) - 1, -1, -1):
-                a = rho[i] * (S[i] * q).sum(dim=1, keepdim=True)
+                a = rho[i] * _rowdot(S[i], q)
                 alphas.append(a)
-                q = q - a * Y[i]
-            gamma = (S[-1] * Y[-1]).sum(dim=1, keepdim=True) / ((Y[-1] * Y[-1]).sum(dim=1, keepdim=True) + rho_eps)
+                q = torch.addcmul(q, a, Y[i], value=-1.0)
+            gamma = _rowdot(S[-1], Y[-1]) / (_rowdot(Y[-1], Y[-1]) + rho_eps)
             r_vec = gamma * q
             for i in range(len(S)):
-                b = rho[i] * (Y[i] * r_vec).sum(dim=1, keepdim=True)
-                r_vec = r_vec + S[i] * (alphas[len(S) - 1 - i] - b)
+                b = rho[i] * _rowdot(Y[i], r_vec)
+                r_vec = torch.addcmul(r_vec, S[i], alphas[len(S) - 1 - i] - b)
             d = -r_vec
         step = 1.0
         slope = float((grad * d).sum())
@@ -221,11 +227,14 @@ def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T:
             step *= shrink
         y_next = y + step * d
         f_next, g_next = _phi_and_grad(y_next, G_T, g, H_T, h, box, scale)
-        S.append(y_next - y)
-        Y.append(g_next - grad)
+        s_new, y_new = y_next - y, g_next - grad
+        S.append(s_new)
+        Y.append(y_new)
+        rho.append(1.0 / (_rowdot(s_new, y_new) + rho_eps))
         if len(S) > memory:
             S.pop(0)
             Y.pop(0)
+            rho.pop(0)
         y, f, grad = y_next, f_next, g_next
         iterations += 1
     return y, iterations, evaluations

@@ -9,18 +9,19 @@ Both splittings iterate, on a lifted state ``s: (B, L)`` with an affine subspace
 and :mod:`hardlinear.layers.refine` derive theirs). Written out naively that is a dozen small operations an
 iteration (slices, a concatenation, two clamps, three blends), each a dispatch on the CPU and a kernel launch on
 a GPU: at batch 1 the dispatches, not the arithmetic, were the cost (issue 40: 0.1 ms an iteration). Here one
-iteration is the projection (one ``addmm`` with the dense projector, two thin ones through its factor ``P = V V'`` where
-that saves multiply-adds, or two thin products where ``E`` is a graph
-``t = M u`` whose dense projector would be far larger) and five fused elementwise passes over one buffer:
+iteration is the projection (one ``addmm`` with the dense projector; two thin ones through its factor
+``P = V V'`` where that saves multiply-adds; or, where ``E`` is a graph ``t = M u`` whose dense projector would be
+far larger, the graph's two thin products) and five elementwise passes over one buffer (:func:`_relax`):
 
     a = e + 2C * z;   a -= C * s;   clamp(a, lo, hi);   a -= z;   s += omega a
 
 Without a gradient every pass writes into buffers allocated once per call, and on the CPU the loop itself is a
 TorchScript function, so that the interpreter, not Python, issues the kernels (0.72 against 1.14 ms for 100
-iterations at batch 1). On a CUDA device the whole loop is captured once per (batch, iterations, dtype) into a
-CUDA graph and replayed (one launch for all iterations). With a gradient the same passes run out of place, so
-autograd unrolls them. ``torch.compile`` fuses the elementwise passes further (0.55 ms) but takes about 50 s to
-compile each shape and count on this machine: not a default for a layer called with many batch sizes.
+iterations at batch 1). On a CUDA device a dense projection runs as :func:`_wide_loop` (three kernels an
+iteration: launches cost there, flops do not), and the whole loop is captured once per (batch, iterations, dtype)
+into a CUDA graph and replayed. With a gradient the same passes run out of place, so autograd unrolls them.
+``torch.compile`` fuses the elementwise passes further (0.55 ms) but takes about 50 s to compile each shape and
+count on this machine: not a default for a layer called with many batch sizes.
 
 Numerics: the same iteration as the modules' reference step (``_step``), in another order of rounding: outputs
 agree to ~1e-15 relative per iteration, and Douglas-Rachford is non-expansive, so they stay within ~1e-13 after

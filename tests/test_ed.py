@@ -78,7 +78,7 @@ def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack():
 
 @pytest.mark.parametrize(
     "option, value, phrase",
-    [("load_noise", 1.2, "load_noise must be in"), ("load_low", 0.0, "load_low"), ("range_fraction", 1.5, "range_fraction"),
+    [("load_noise", 1.2, "load_noise must be in"), ("load_low", 0.0, "load_low"), ("uncertainty", 1.5, "uncertainty must be in"),
      ("thermal_penalty", -1.0, "thermal_penalty")],
 )
 def test_bad_options_name_the_fix(option, value, phrase):

@@ -29,8 +29,9 @@ Inputs: one per bus with nonzero nominal load. PGLearn's ``ScaledUniform`` recip
 ``pd_i = a e_i pd0_i`` (settings 0.6, 1.0, 0.15 in ``exp/config.toml``). That set is not a box, so the problem's
 box is the smallest one that holds it, ``pd_i = pd0_i (m + r xi_i)``, ``xi in [-1, 1]^k`` with
 ``[m - r, m + r] = [load_low (1 - load_noise), load_high (1 + load_noise)]``; ``sample`` draws by the recipe (not
-uniformly in the box), and the decision rule covers the whole box. ``range_fraction < 1`` shrinks the box and
-the draws about its centre (for a case whose rule does not exist over PGLearn's full range).
+uniformly in the box), and the decision rule covers the whole box. ``uncertainty`` is the fraction of that range
+kept about its centre: None or 1 is PGLearn's whole range; below 1 the box and the draws shrink about the centre,
+for a case whose rule does not exist over the full range (the rule's error names the largest level that has one).
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ def ptdf_matrix(net: Network) -> np.ndarray:
     return ptdf
 
 
-def load_box(load_low: float, load_high: float, load_noise: float, range_fraction: float) -> tuple[float, float]:
+def load_box(load_low: float, load_high: float, load_noise: float, fraction: float) -> tuple[float, float]:
     """Centre ``m`` and half-width ``r`` of the per-load factor ``pd_i / pd0_i`` over the (shrunk) recipe's range."""
     lo, hi = load_low * (1.0 - load_noise), load_high * (1.0 + load_noise)
-    return 0.5 * (lo + hi), 0.5 * (hi - lo) * range_fraction
+    return 0.5 * (lo + hi), 0.5 * (hi - lo) * fraction
 
 
 class EconomicDispatch(Problem):
@@ -78,7 +79,7 @@ class EconomicDispatch(Problem):
         load_low: float = LOAD_LOW,
         load_high: float = LOAD_HIGH,
         load_noise: float = LOAD_NOISE,
-        range_fraction: float = 1.0,
+        uncertainty: float | None = None,
         thermal_penalty: float = THERMAL_PENALTY,
         name: str | None = None,
     ) -> None:
@@ -87,16 +88,17 @@ class EconomicDispatch(Problem):
             raise ValueError(f"need 0 < load_low <= load_high (PGLearn: 0.6, 1.0); got {load_low}, {load_high}")
         if not 0.0 <= load_noise < 1.0:
             raise ValueError(f"load_noise must be in [0, 1) (PGLearn: 0.15); got {load_noise}")
-        if not 0.0 < range_fraction <= 1.0:
-            raise ValueError(f"range_fraction must be in (0, 1] (1: PGLearn's whole range); got {range_fraction}")
+        uncertainty = 1.0 if uncertainty is None else float(uncertainty)
+        if not 0.0 < uncertainty <= 1.0:
+            raise ValueError(f"uncertainty must be in (0, 1] (the fraction of PGLearn's load range; None or 1: all of it); got {uncertainty}")
         if not thermal_penalty > 0:
             raise ValueError(f"thermal_penalty must be > 0 (PGLearn: {THERMAL_PENALTY:g}); got {thermal_penalty}")
         if not np.any(net.pd != 0):
             raise ValueError(f"{case} has no load: an economic dispatch needs demand to meet")
         self.case, self.network = case, net
         self.load_low, self.load_high, self.load_noise = float(load_low), float(load_high), float(load_noise)
-        self.range_fraction, self.thermal_penalty = float(range_fraction), float(thermal_penalty)
-        self.centre, self.half_width = load_box(self.load_low, self.load_high, self.load_noise, self.range_fraction)
+        self.uncertainty, self.thermal_penalty = uncertainty, float(thermal_penalty)
+        self.centre, self.half_width = load_box(self.load_low, self.load_high, self.load_noise, self.uncertainty)
         self.load_bus = np.flatnonzero(net.pd != 0)
         self.ptdf = ptdf_matrix(net)
         self.limited = np.flatnonzero(net.rate_a > 0)
@@ -135,11 +137,11 @@ class EconomicDispatch(Problem):
     def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """``n`` inputs ``(n, k)`` drawn by PGLearn's recipe: ``pd_i = a e_i pd0_i``, ``a ~ U[load_low, load_high]``,
         ``e_i ~ U[1 - load_noise, 1 + load_noise]``, mapped to the box (shrunk about its centre by
-        ``range_fraction``)."""
+        ``uncertainty``)."""
         u = torch.rand(n, 1 + self.k, generator=generator, dtype=torch.float64)
         scale = self.load_low + (self.load_high - self.load_low) * u[:, :1]
         noise = 1.0 - self.load_noise + 2.0 * self.load_noise * u[:, 1:]
-        full_half = self.half_width / self.range_fraction
+        full_half = self.half_width / self.uncertainty
         xi = (scale * noise - self.centre) / full_half  # in [-1, 1] up to rounding
         return xi.clamp(-1.0, 1.0).to(dtype)
 
@@ -166,6 +168,10 @@ class EconomicDispatch(Problem):
         smax = self._tensor("smax", net.rate_a[self.limited], pg)
         pf = pg @ flow_pg.T - self.loads(xi.to(pg.dtype)) @ flow_pd.T
         return torch.clamp(pf.abs() - smax, min=0.0)
+
+    def rebuild(self, uncertainty: float) -> EconomicDispatch:
+        """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
+        return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty, self.thermal_penalty, self.name)
 
     def describe(self) -> str:
         lo, hi = self.centre - self.half_width, self.centre + self.half_width

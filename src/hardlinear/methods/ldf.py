@@ -75,6 +75,5 @@ class LDF(Penalty):
         if update and self._count:
             self.lam += self.step_size * (self._eq_sum / self._count).to(self.lam)
             self.mu += self.step_size * (self._ineq_sum / self._count).to(self.mu)
-        if update or epoch < self.kickin:
-            self._reset_sums()
+        self._reset_sums()  # each update sees the mean violation of its own epoch, as ML4OPF's LDFLoss collects it
         return {"ldf/lambda_norm": float(self.lam.norm()), "ldf/mu_norm": float(self.mu.norm())}

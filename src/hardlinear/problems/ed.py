@@ -52,7 +52,7 @@ LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, 
 def ptdf_matrix(net: Network) -> np.ndarray:
     """``(branches, buses)`` power transfer distribution factors with the reference bus as the slack: flows
     ``pf = PTDF p`` for nodal injections ``p`` (its column is zero); series susceptance ``x / (r^2 + x^2)``, taps
-    ignored: the magnitude of PowerModels' ``calc_branch_y`` that PGLearn's ``LazyPTDF`` (``src/opf/ptdf.jl``) uses."""
+    ignored: the magnitude of PowerModels' ``calc_branch_y`` that PGLearn's ``LazyPTDF`` uses."""
     nb, nl = len(net.bus_ids), len(net.f_bus)
     b = branch_susceptance(net, "paper")
     A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (np.r_[np.arange(nl), np.arange(nl)], np.r_[net.f_bus, net.t_bus])), shape=(nl, nb))

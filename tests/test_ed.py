@@ -91,3 +91,25 @@ def test_the_rule_exists_at_pglearns_range(ed):
 
     rule = solve_decision_rule(ed)
     assert rule.t_star > 0
+
+
+def test_slack_repair_keeps_the_rule_feasible_and_lowers_its_cost(ed):
+    """The rule's safe point carries df >= t* on every line (its margin holds on the slack rows too); lowering each
+    slack to the smallest its line rows allow keeps every row and only lowers the objective (issue 42)."""
+    from hardlinear.rules import solve_decision_rule
+
+    rule = solve_decision_rule(ed)
+    xi = ed.sample(64, torch.Generator().manual_seed(4))
+    y = rule(xi)
+    repaired = ed.repair_slack(xi, y)
+    assert ed.ineq_resid(xi, repaired).max() <= 1e-12 and ed.eq_resid(xi, repaired).abs().max() <= 1e-12
+    assert (ed.objective(xi, repaired) <= ed.objective(xi, y) + 1e-9).all()
+    assert (ed.objective(xi, repaired) < 0.01 * ed.objective(xi, y)).all()  # the slack was most of the rule's cost
+
+
+def test_slack_repair_is_refused_where_there_is_no_slack():
+    from hardlinear.methods.base import Context, NotApplicable
+    from hardlinear.methods.proposed import Proposed
+
+    with pytest.raises(NotApplicable, match="problem=ed has them"):
+        Proposed(slack_repair=True).setup(build_problem("dcopf_14"), Context(cache_dir=None))

@@ -170,6 +170,12 @@ class EconomicDispatch(Problem):
         pf = pg @ flow_pg.T - self.loads(xi.to(pg.dtype)) @ flow_pd.T
         return torch.clamp(pf.abs() - smax, min=0.0)
 
+    def repair_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with each thermal slack lowered to the smallest that holds its
+        line rows for the same ``pg`` (feasible ``y`` stays feasible, its objective does not rise)."""
+        pg = y[:, self.variable_slices()["pg"]]
+        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
+
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
         return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty, self.thermal_penalty, self.name)

@@ -31,6 +31,8 @@ def test_every_problem_config_builds(problem):
     # presets of the generic builder (name: dcopf, case: ...) take the PGLib case's name; DC3's datasets
     # append their sizes (dc3_qp_eq50_ineq50)
     expected = cfg.problem.case if cfg.problem.name == "dcopf" else cfg.problem.name
+    if cfg.problem.name == "ed":  # economic dispatch: one name per case, so that cases stay apart in the tables
+        expected = "ed_" + cfg.problem.case.removeprefix("pglib_opf_")
     assert p.name == expected or (p.name.startswith(f"{expected}_eq") and cfg.problem.name.startswith("dc3_"))
     assert cfg.trainer.epochs == cfg.problem.train.epochs
 

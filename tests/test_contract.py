@@ -19,6 +19,7 @@ ITERATIVE = {"apm", "eapm", "dc3", "optimizer", "optimizer_gurobi", "optimizer_o
              "post_projection_gurobi", "post_projection_osqp", "pinet", "fsnet"}
 CORRECTIONS = {"apm", "eapm", "dc3"}  # iterate from the network's output until within tol
 HARD = {"proposed", "proposed_nopretrain", "ldr", "gauge"}  # feasible by construction: worst violations ~0
+ED_METHODS = ["e2elr", "ldf", "proposed", "proposed+slack_repair"]  # the economic dispatch's comparison (issue 42)
 SOLVER_TOL = {"projection_layer"}  # feasible up to its QP solver's tolerance (Clarabel through cvxpylayers)
 # (method, problem) pairs whose set-up raises NotApplicable (methods/base.py), with a phrase of their reason
 NOT_APPLICABLE = {
@@ -26,6 +27,8 @@ NOT_APPLICABLE = {
     ("hardnet_aff", "portfolio"): r"9 inequality \+ 11 equality rows for n = 16",
     ("gauge", "portfolio"): r"G\(x\) \(11 x 16\) depends on the input",
     ("pinet", "portfolio"): r"here G depends on the input \(11 equality, 9 inequality rows, n = 16\)",
+    ("e2elr", "dcopf_14"): r"dcopf_14 is not one: run it with problem=ed",
+    ("e2elr", "portfolio"): r"portfolio is not one: run it with problem=ed",
 }
 EXTRA = {"projection_layer": ["trainer.batch_size=4", "trainer.batches_per_epoch=2", "trainer.epochs=2", "trainer.pretrain_epochs=0"]}  # one conic solve per instance: keep the smoke test short
 
@@ -102,3 +105,28 @@ def test_every_method_config_writes_a_full_row(workdir, method, problem):
         assert got["test/eq_viol_worst"] <= 1e-12 and got["test/iterations"] == cfg.method.n_iter_test
     if method in {"proposed", "proposed_nopretrain"}:
         assert 0.0 <= got["test/alpha_one_frac"] <= 1.0
+
+
+@pytest.mark.parametrize("method", ED_METHODS)
+def test_economic_dispatch_methods_write_a_full_row(workdir, method):
+    """problem=ed (PGLearn's economic dispatch, case14): E2ELR exact on balance and bounds with the line rows held
+    by the slack, the proposed method exact on every row, LDF's violations recorded as measured."""
+    overrides = [
+        "problem=ed", "problem.case=pglib_opf_case14_ieee", f"method={method.split('+')[0]}", "trainer=fast", "progress=false",
+        *(["+method.slack_repair=true"] if method.endswith("slack_repair") else []),
+        "data.val_size=16", "data.test_size=16", "eval.throughput_batch=64", "eval.warmup=1",
+        f"cache_dir={workdir / 'cache'}", f"results_dir={workdir}",
+    ]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    row = harness.run(cfg, workdir / f"ed-{method.replace('+', '-')}")
+    assert row is not None
+    table = results.load_records(workdir)
+    got = table[table["config_hash"] == row["config_hash"]].iloc[0]
+    assert got["status"] == "ok" and got["problem"] == "ed_case14_ieee"
+    for key in ("test/gap_mean", "test/eq_viol_worst", "test/ineq_viol_worst", "test/time_ms"):
+        assert math.isfinite(got[key]), key
+    if method != "ldf":
+        assert got["test/eq_viol_worst"] <= 1e-12 and got["test/ineq_viol_worst"] <= 1e-12
+    else:  # nothing promised: the measured violations, whatever they are, not rounded to zero
+        assert got["test/eq_viol_worst"] > 0

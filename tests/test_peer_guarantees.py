@@ -13,6 +13,11 @@ random, 1e6-scaled, exactly on the boundary, zero, NaN; the way tests/test_guara
   to an independent float64 recomputation, and large for a huge output after few iterations).
 * FSNet (layers/peers/fsnet.py): nothing exact; when L-BFGS stops before its cap, the batch's mean squared
   violation is below its tolerance (its promise, asserted), and the violations it leaves are recorded as measured.
+* E2ELR (layers/peers/e2elr.py) on PGLearn's economic dispatch: balance to rounding (asserted 1e-13 relative) and
+  generator bounds exactly (asserted 0), line rows held by the slack, in float64 at every box vertex and random
+  input, for random and 1e6-scaled network outputs; a demand beyond capacity leaves the balance violated, measured.
+* LDF (methods/ldf.py): nothing exact; its multipliers move by the step times the epoch's mean violation, and the
+  violations are what the metrics measure.
 * cvxpylayers projection (layers/qp_projection.py): feasible to Clarabel's tolerance only (asserted 1e-6) on
   well-scaled outputs, silently infeasible on a 1e6-scaled one (shown; the layer's own check flags it), equal
   to the exact projection to ~1e-3 relative; no exactness is claimed.
@@ -471,3 +476,65 @@ def test_fsnet_at_its_iteration_cap_leaves_what_it_leaves():
     pred = method.predict(xi)
     eq, ineq, _ = _measured(problem, xi, pred.y)
     assert int(pred.iterations[0]) == 2 and max(eq.max(), ineq.max()) > 1e-3
+
+
+# --- E2ELR and LDF (issue 42) ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ed14():
+    return build_problem("ed", case="pglib_opf_case14_ieee")
+
+
+@pytest.mark.parametrize("repair", ["sigmoid", "clamp"])
+@pytest.mark.parametrize("scale", [1.0, 1e6])
+def test_e2elr_is_exact_on_balance_and_bounds(ed14, repair, scale):
+    from hardlinear.methods.e2elr import E2ELR
+
+    method = E2ELR(bound_repair=repair)
+    method.setup(ed14, Context(cache_dir=None, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for layer in method.net.modules():
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.mul_(scale)
+    method.eval()
+    xi = torch.cat([ed14.box.vertices(256, generator=gen), ed14.box.sample(256, gen), ed14.sample(256, gen)])
+    y = method.predict(xi).y
+    assert y.dtype == torch.float64 and torch.isfinite(y).all()
+    pg = y[:, ed14.variable_slices()["pg"]]
+    net = ed14.network
+    assert (pg >= torch.as_tensor(net.pmin)).all() and (pg <= torch.as_tensor(net.pmax)).all()  # exactly
+    demand = ed14.loads(xi).sum(dim=1)
+    assert ((pg.sum(dim=1) - demand).abs() <= 1e-13 * demand.abs()).all()
+    assert ed14.ineq_resid(xi, y).max() <= 1e-13 and ed14.eq_resid(xi, y).abs().max() <= 1e-13
+
+
+def test_e2elr_beyond_capacity_is_measured_not_hidden():
+    from hardlinear.layers.peers.e2elr import proportional_response
+
+    pmin, pmax = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    p = torch.full((2, 3), 0.5, dtype=torch.float64)
+    out, ratio = proportional_response(p, torch.tensor([1.2, 4.0], dtype=torch.float64), pmin, pmax)
+    assert out[0].sum().item() == pytest.approx(1.2, abs=1e-15) and ratio[0] < 1
+    assert torch.equal(out[1], pmax) and ratio[1] == 1  # 4.0 > capacity 3.0: at the bounds, balance short by 1.0
+    assert (out[1].sum() - 4.0).abs().item() == pytest.approx(1.0)
+
+
+def test_ldf_multipliers_follow_the_mean_violation(ed14):
+    from hardlinear.methods.ldf import LDF
+
+    method = LDF(step_size=10.0, update_every=2)
+    method.setup(ed14, Context(cache_dir=None, dtype=torch.float64))
+    method.train()
+    gen = torch.Generator().manual_seed(3)
+    for epoch in (0, 1):  # epoch 0 is not an update epoch; epoch 1 is, with its own batch's violations
+        xi = ed14.sample(32, gen)
+        y = method(xi)
+        method.loss(xi, y).backward()
+        if epoch == 0:
+            method.after_epoch(0)
+            assert torch.all(method.lam == 0) and torch.all(method.mu == 0)
+    eq = ed14.eq_resid(xi, y.detach()).abs().mean(dim=0)
+    ineq = ed14.ineq_resid(xi, y.detach()).clamp(min=0).mean(dim=0)
+    method.after_epoch(1)
+    assert torch.allclose(method.lam, 10.0 * eq, rtol=1e-12) and torch.allclose(method.mu, 10.0 * ineq, rtol=1e-12)
+    assert (method.mu > 0).any()  # an untrained network violates rows, and nothing rounds them away

@@ -35,6 +35,13 @@ The refined candidates are the DR iterate after ``refine_steps`` and, at inferen
 objective is exactly what decides which of two feasible points is better. Per row the picked output is never
 worse than the paper's blend of the same network output; ``extras["refined"]`` says which rows took a
 refined one. It costs the blend two or three times.
+
+``slack_repair`` (issue 42; problems with penalised slack variables, the economic dispatch): after the blend, each
+slack is lowered to the smallest value its rows allow given the other variables (``problem.repair_slack``): the
+rule's margin holds on the slack rows ``df >= 0`` too, so its safe point carries ``df >= t*`` on every line, paid at
+the thermal penalty, and any ``alpha > 0`` brings it in. No equality row involves the slack and every line row
+keeps holding, so the output stays exactly feasible and its objective only drops. NotApplicable elsewhere. Given as
+``+method.slack_repair=true``: kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ import torch
 
 from hardlinear.layers.network import run_net
 from hardlinear.layers.refine import REFINEMENTS, blend_refined, pick_lowest_objective
-from hardlinear.methods.base import Context, Method, Prediction, check_dtype
+from hardlinear.methods.base import Context, Method, NotApplicable, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
 from hardlinear.rules.checks import output_dtype_for
 
@@ -74,6 +81,7 @@ class Proposed(Method):
         refine_sigma: float = 0.3,
         refine_omega: float = 1.7,
         refine_pick: str = "refined",
+        slack_repair: bool = False,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -95,6 +103,7 @@ class Proposed(Method):
                 f"(e.g. method.refine=dr) or leave refine_pick at 'refined'"
             )
         self.refine_pick = refine_pick
+        self.slack_repair = bool(slack_repair)
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
         self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
         self.refiner = None
@@ -115,6 +124,11 @@ class Proposed(Method):
         from hardlinear.layers.refine import build_refinement
 
         self.problem = problem
+        if self.slack_repair and not hasattr(problem, "repair_slack"):
+            raise NotApplicable(
+                f"slack_repair=true lowers a problem's penalised slack variables to their smallest feasible value; "
+                f"{problem.name} has none (problem=ed has them); leave out +method.slack_repair=true"
+            )
         # Before the rule: a refinement that does not apply (NotApplicable) should cost nothing.
         self.refiner = build_refinement(
             self.refine, problem.family, self.refine_steps, self.refine_eval_steps, self.refine_sigma, self.refine_omega
@@ -135,6 +149,10 @@ class Proposed(Method):
         return offline
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        y = self._blend(xi)
+        return self.problem.repair_slack(xi.to(y.dtype), y) if self.slack_repair else y
+
+    def _blend(self, xi: torch.Tensor) -> torch.Tensor:
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
         self._picked = None
@@ -199,6 +217,8 @@ class Proposed(Method):
             fused = self.fused_module()
             y = fused(xi)
             stats = fused.stats(keys)
+            if self.slack_repair:
+                y = self.problem.repair_slack(xi.to(y.dtype), y)
         else:
             y = self(xi)
             stats = self.layer.last_stats
@@ -237,5 +257,7 @@ class Proposed(Method):
             parts.append(f"refine={self.refine}")
         if self.refine_pick != "refined":
             parts.append(f"pick={self.refine_pick}")
+        if self.slack_repair:
+            parts.append("slack_repair")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
         return {"variant": " ".join(p for p in parts if p)}

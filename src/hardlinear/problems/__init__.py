@@ -1,4 +1,4 @@
-"""Problems: DC-OPF on PGLib cases, the bond portfolio, DC3's QPs and any LP/QP from arrays, behind one
+"""Problems: DC-OPF and economic dispatch on PGLib cases, the bond portfolio, DC3's QPs and any LP/QP from arrays, behind one
 batched interface."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any
 from hardlinear.problems.base import Objective, Problem
 from hardlinear.problems.dc3 import DC3QP, DC3Nonconvex
 from hardlinear.problems.dcopf import DCOPF, PAPER_UNCERTAINTY, available_cases
+from hardlinear.problems.ed import EconomicDispatch
 from hardlinear.problems.linear import LinearProblem
 from hardlinear.problems.portfolio import Portfolio
 
@@ -22,9 +23,11 @@ PAPER_PROBLEMS: dict[str, tuple[type[Problem], dict[str, Any]]] = {
     "portfolio": (Portfolio, {}),
 }
 
-# Every problem by short name: the paper's, DC3's benchmark QPs, and a problem from a file of arrays.
+# Every problem by short name: the paper's, PGLearn's economic dispatch, DC3's benchmark QPs, and a problem from a
+# file of arrays.
 PROBLEMS: dict[str, tuple[type[Problem], dict[str, Any]]] = {
     **PAPER_PROBLEMS,
+    "ed": (EconomicDispatch, {}),
     "dc3_qp": (DC3QP, {}),
     "dc3_nonconvex": (DC3Nonconvex, {}),
     "linear": (LinearProblem, {}),
@@ -56,4 +59,4 @@ def build_problem(name: str, **options: Any) -> Problem:
     return cls(**kwargs)
 
 
-__all__ = ["DC3QP", "DCOPF", "PAPER_PROBLEMS", "PROBLEMS", "DC3Nonconvex", "LinearProblem", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem"]
+__all__ = ["DC3QP", "DCOPF", "EconomicDispatch", "PAPER_PROBLEMS", "PROBLEMS", "DC3Nonconvex", "LinearProblem", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem"]

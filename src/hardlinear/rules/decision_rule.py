@@ -622,12 +622,14 @@ def _scaling_lp_solver(problem) -> str:
 
 
 def rebuilder(problem) -> Callable[[float], Any] | None:
-    """``r -> problem at uncertainty r`` for DC-OPF and portfolio problems, or None when ``problem`` cannot
+    """``r -> problem at uncertainty r`` for DC-OPF, economic dispatch and portfolio problems, or None when ``problem`` cannot
     be reproduced from its attributes (checked by fingerprint at its own level)."""
     from hardlinear.problems import Portfolio, build_problem
 
     options: dict[str, Any] = {"form": problem.form, "objective": problem.objective_kind}
-    if hasattr(problem, "case"):
+    if hasattr(problem, "rebuild"):  # a problem that says how (the economic dispatch)
+        build = problem.rebuild
+    elif hasattr(problem, "case"):
         if hasattr(problem, "susceptance"):
             options["susceptance"] = problem.susceptance
         if hasattr(problem, "inputs"):

@@ -1,0 +1,79 @@
+"""LDF, the Lagrangian duality framework (Fioretto, Van Hentenryck, Mak, Tran, Baldo, Lombardi, ECML PKDD 2020;
+``AI4OPT/ML4OPF`` ``ml4opf/loss_functions/ldf.py``, ``ml4opf/models/ldf_nn``): a plain network whose loss carries
+one multiplier per constraint row, raised by a subgradient step on the rows' mean violation every few epochs.
+
+Loss of a batch, with the form's residuals ``e = G y - g`` and ``v = max(H y - h, 0)``::
+
+    L = 1/B sum_b [ f(x_b, y_b) + lambda' |e_b| + mu' v_b ]
+
+After every ``update_every``-th epoch from epoch ``kickin`` on (``after_epoch``), with ``ebar``, ``vbar`` the mean
+of ``|e|`` and ``v`` over that epoch's training batches::
+
+    lambda <- lambda + step_size * ebar,        mu <- mu + step_size * vbar
+
+Both stay >= 0 (the violations are). The base loss is the objective (self-supervised, as E2ELR's comparison
+trains its baselines); ML4OPF's own default is the MSE to solutions. No correction at inference: the violations
+are what the harness measures, recorded as they are.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hardlinear.methods.base import Context
+from hardlinear.methods.penalty import Penalty
+
+
+class LDF(Penalty):
+    name = "ldf"
+
+    def __init__(
+        self,
+        name: str = "ldf",
+        step_size: float = 1.0e4,
+        update_every: int = 5,
+        kickin: int = 0,
+        init_multiplier: float = 0.0,
+        layer_dtype: str = "float64",
+    ) -> None:
+        super().__init__(name=name, penalty=0.0, layer_dtype=layer_dtype)
+        if not step_size > 0:
+            raise ValueError(f"step_size must be > 0 (the subgradient step of the multipliers); got {step_size}")
+        if update_every < 1 or kickin < 0:
+            raise ValueError(f"need update_every >= 1 and kickin >= 0; got {update_every}, {kickin}")
+        if not init_multiplier >= 0:
+            raise ValueError(f"init_multiplier must be >= 0; got {init_multiplier}")
+        self.step_size, self.update_every, self.kickin = float(step_size), int(update_every), int(kickin)
+        self.init_multiplier = float(init_multiplier)
+
+    def setup(self, problem, ctx: Context) -> float:
+        super().setup(problem, ctx)
+        m_eq, m_ineq = problem.family.m_eq, problem.family.m_ineq
+        self.register_buffer("lam", torch.full((m_eq,), self.init_multiplier, dtype=self.layer_dtype, device=ctx.device))
+        self.register_buffer("mu", torch.full((m_ineq,), self.init_multiplier, dtype=self.layer_dtype, device=ctx.device))
+        self._reset_sums()
+        return 0.0
+
+    def _reset_sums(self) -> None:
+        self._eq_sum = torch.zeros_like(self.lam)
+        self._ineq_sum = torch.zeros_like(self.mu)
+        self._count = 0
+
+    def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        eq = self.problem.eq_resid(xi, y).abs()
+        ineq = self.problem.ineq_resid(xi, y).clamp(min=0.0)
+        if self.training and torch.is_grad_enabled():
+            self._eq_sum = self._eq_sum.to(eq.device) + eq.detach().sum(dim=0)
+            self._ineq_sum = self._ineq_sum.to(ineq.device) + ineq.detach().sum(dim=0)
+            self._count += eq.shape[0]
+        dual = eq @ self.lam.to(eq.dtype) + ineq @ self.mu.to(ineq.dtype)
+        return (self.problem.objective(xi, y) + dual).mean()
+
+    @torch.no_grad()
+    def after_epoch(self, epoch: int) -> dict[str, float]:
+        update = epoch >= self.kickin and (epoch + 1 - self.kickin) % self.update_every == 0
+        if update and self._count:
+            self.lam += self.step_size * (self._eq_sum / self._count).to(self.lam)
+            self.mu += self.step_size * (self._ineq_sum / self._count).to(self.mu)
+        self._reset_sums()  # each update sees the mean violation of its own epoch, as ML4OPF's LDFLoss collects it
+        return {"ldf/lambda_norm": float(self.lam.norm()), "ldf/mu_norm": float(self.mu.norm())}

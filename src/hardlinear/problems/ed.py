@@ -1,0 +1,185 @@
+"""Economic dispatch (ED) as PGLearn poses it, on any PGLib-OPF case, in this project's constraint family.
+
+Source: PGLearn (Klamkin, Tanneau, Van Hentenryck 2025), ``AI4OPT/PGLearn.jl``: the model
+``src/opf/ed.jl`` (``EconomicDispatch`` with ``soft_thermal_limit = true``, as its ``exp/config.toml`` runs it),
+the load sampler ``src/sampler/load.jl`` / ``glocal.jl`` and its settings in ``exp/config.toml``; the proxies'
+side in ``AI4OPT/ML4OPF`` ``ml4opf/formulations/ed``. Written here from the math, per unit on ``baseMVA``.
+
+Variables (compact form): ``[pg (in-service generators) | df (thermal slack, one per limited branch)]``.
+
+Equalities: one global power balance ``sum pg = sum pd(x)``; generators with ``pmin = pmax`` fixed at that value
+(two inequalities would force the decision rule's margin to zero, DESIGN.md section 7).
+Inequalities: ``pmin <= pg <= pmax`` for the other generators; the PTDF flows
+``pf = PTDF (Ag pg - pd(x))`` within their thermal limits up to the slack, ``-smax - df <= pf <= smax + df``, and
+``df >= 0``. The flows are not variables: each line row is ``+-PTDF_e Ag pg - df_e <= smax_e +- PTDF_e pd(x)``,
+affine in the input, and always satisfiable through ``df``.
+Objective (PGLearn's): ``sum c1 pg + thermal_penalty * sum df`` with ``c1`` in $/p.u. (the MATPOWER $/MWh times
+baseMVA) and PGLearn's ``THERMAL_PENALTY = 150000`` $/p.u.; constant terms dropped, quadratic terms ignored (as
+PGLearn does, with a warning there).
+
+What PGLearn's ED has that this one does not, said plainly: the reserve variables and the global reserve
+requirement (``pg + r <= pmax``, ``sum r >= MRR``). Its sampler (``src/sampler/reserve.jl``, ``E2ELR`` type,
+``l = 1, u = 2, factor = 5`` in ``exp/config.toml``) draws ``MRR`` between one and two times the largest
+generator's ``pmax``, which no small IEEE case can carry (case14: ``MRR >= 3.4`` p.u. beside 1.3-3.0 p.u. of
+demand against 3.99 p.u. of capacity), and ML4OPF's ED proxies evaluate without reserves (its ``EDViolation``:
+reserve cost zero, "no reserves"). Phase shifts and bus shunts are left out, as PGLearn's PTDF flows leave them.
+
+Inputs: one per bus with nonzero nominal load. PGLearn's ``ScaledUniform`` recipe draws a global factor
+``a ~ U[load_low, load_high]`` and per-load noise ``e_i ~ U[1 - load_noise, 1 + load_noise]`` and sets
+``pd_i = a e_i pd0_i`` (settings 0.6, 1.0, 0.15 in ``exp/config.toml``). That set is not a box, so the problem's
+box is the smallest one that holds it, ``pd_i = pd0_i (m + r xi_i)``, ``xi in [-1, 1]^k`` with
+``[m - r, m + r] = [load_low (1 - load_noise), load_high (1 + load_noise)]``; ``sample`` draws by the recipe (not
+uniformly in the box), and the decision rule covers the whole box. ``uncertainty`` is the fraction of that range
+kept about its centre: None or 1 is PGLearn's whole range; below 1 the box and the draws shrink about the centre,
+for a case whose rule does not exist over the full range (the rule's error names the largest level that has one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import torch
+
+from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.problems.base import Form, Objective, Problem
+from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
+
+THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
+LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
+
+
+def ptdf_matrix(net: Network) -> np.ndarray:
+    """``(branches, buses)`` power transfer distribution factors with the reference bus as the slack: flows
+    ``pf = PTDF p`` for nodal injections ``p`` (its column is zero); series susceptance ``x / (r^2 + x^2)``, taps
+    ignored: the magnitude of PowerModels' ``calc_branch_y`` that PGLearn's ``LazyPTDF`` uses."""
+    nb, nl = len(net.bus_ids), len(net.f_bus)
+    b = branch_susceptance(net, "paper")
+    A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (np.r_[np.arange(nl), np.arange(nl)], np.r_[net.f_bus, net.t_bus])), shape=(nl, nb))
+    keep = np.setdiff1d(np.arange(nb), [net.ref])
+    Bf = (sp.diags(b) @ A).tocsc()[:, keep]
+    Bbus = (A.T @ sp.diags(b) @ A).tocsc()[keep][:, keep]
+    ptdf = np.zeros((nl, nb))
+    ptdf[:, keep] = sla.solve(Bbus.toarray(), Bf.toarray().T, assume_a="sym").T
+    return ptdf
+
+
+def load_box(load_low: float, load_high: float, load_noise: float, fraction: float) -> tuple[float, float]:
+    """Centre ``m`` and half-width ``r`` of the per-load factor ``pd_i / pd0_i`` over the (shrunk) recipe's range."""
+    lo, hi = load_low * (1.0 - load_noise), load_high * (1.0 + load_noise)
+    return 0.5 * (lo + hi), 0.5 * (hi - lo) * fraction
+
+
+class EconomicDispatch(Problem):
+    """PGLearn's economic dispatch on a PGLib case with soft thermal limits (module docstring)."""
+
+    def __init__(
+        self,
+        case: str = "pglib_opf_case14_ieee",
+        form: Form = "standard",
+        load_low: float = LOAD_LOW,
+        load_high: float = LOAD_HIGH,
+        load_noise: float = LOAD_NOISE,
+        uncertainty: float | None = None,
+        thermal_penalty: float = THERMAL_PENALTY,
+        name: str | None = None,
+    ) -> None:
+        net = load_network(case)  # first: an unknown case name is the error to report
+        if not 0.0 < load_low <= load_high:
+            raise ValueError(f"need 0 < load_low <= load_high (PGLearn: 0.6, 1.0); got {load_low}, {load_high}")
+        if not 0.0 <= load_noise < 1.0:
+            raise ValueError(f"load_noise must be in [0, 1) (PGLearn: 0.15); got {load_noise}")
+        uncertainty = 1.0 if uncertainty is None else float(uncertainty)
+        if not 0.0 < uncertainty <= 1.0:
+            raise ValueError(f"uncertainty must be in (0, 1] (the fraction of PGLearn's load range; None or 1: all of it); got {uncertainty}")
+        if not thermal_penalty > 0:
+            raise ValueError(f"thermal_penalty must be > 0 (PGLearn: {THERMAL_PENALTY:g}); got {thermal_penalty}")
+        if not np.any(net.pd != 0):
+            raise ValueError(f"{case} has no load: an economic dispatch needs demand to meet")
+        self.case, self.network = case, net
+        self.load_low, self.load_high, self.load_noise = float(load_low), float(load_high), float(load_noise)
+        self.uncertainty, self.thermal_penalty = uncertainty, float(thermal_penalty)
+        self.centre, self.half_width = load_box(self.load_low, self.load_high, self.load_noise, self.uncertainty)
+        self.load_bus = np.flatnonzero(net.pd != 0)
+        self.ptdf = ptdf_matrix(net)
+        self.limited = np.flatnonzero(net.rate_a > 0)
+        family = self._family()
+        c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
+        super().__init__(family, Objective(c=c), "lp", form, name or f"ed_{case.replace('pglib_opf_', '')}")
+
+    # --- the constraint family ---------------------------------------------------------------------------
+    def _family(self) -> JointlyLinearFamily:
+        net, ng, ne = self.network, len(self.network.gen_bus), len(self.limited)
+        k, n = len(self.load_bus), ng + ne
+        pd0 = net.pd[self.load_bus]
+        pd_of_x = np.c_[self.centre * pd0, np.diag(self.half_width * pd0)]  # (k, k + 1): pd = pd_of_x @ (1, xi)
+
+        fixed = np.flatnonzero(net.pmin == net.pmax)
+        G = sp.vstack([sp.csr_matrix(np.r_[np.ones(ng), np.zeros(ne)][None]), sp.csr_matrix((np.ones(len(fixed)), (np.arange(len(fixed)), fixed)), shape=(len(fixed), n))])
+        B_eq = np.vstack([pd_of_x.sum(axis=0, keepdims=True), np.c_[net.pmin[fixed], np.zeros((len(fixed), k))]])
+
+        free = np.setdiff1d(np.arange(ng), fixed)
+        unit = sp.csr_matrix((np.ones(len(free)), (np.arange(len(free)), free)), shape=(len(free), n))
+        gen_rows = sp.vstack([unit, -unit])
+        gen_rhs = np.r_[np.c_[net.pmax[free], np.zeros((len(free), k))], np.c_[-net.pmin[free], np.zeros((len(free), k))]]
+
+        flow_pg = self.ptdf[self.limited][:, net.gen_bus]  # (ne, ng): flow per unit of each generator's output
+        flow_pd = self.ptdf[self.limited][:, self.load_bus] @ pd_of_x  # (ne, k + 1): PTDF Al pd, affine in x
+        smax = np.c_[net.rate_a[self.limited], np.zeros((ne, k))]
+        slack = -sp.eye(ne, format="csr")
+        line_rows = sp.vstack([sp.hstack([sp.csr_matrix(flow_pg), slack]), sp.hstack([sp.csr_matrix(-flow_pg), slack])])
+        line_rhs = np.r_[smax + flow_pd, smax - flow_pd]
+        slack_rows = sp.hstack([sp.csr_matrix((ne, ng)), slack])
+        H = sp.vstack([gen_rows, line_rows, slack_rows]).tocsr()
+        B_ineq = np.r_[gen_rhs, line_rhs, np.zeros((ne, k + 1))]
+        return JointlyLinearFamily(box=InputBox.symmetric(k), G=G.tocsr(), B_eq=B_eq, H=H, B_ineq=B_ineq)
+
+    # --- inputs --------------------------------------------------------------------------------------
+    def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """``n`` inputs ``(n, k)`` drawn by PGLearn's recipe: ``pd_i = a e_i pd0_i``, ``a ~ U[load_low, load_high]``,
+        ``e_i ~ U[1 - load_noise, 1 + load_noise]``, mapped to the box (shrunk about its centre by
+        ``uncertainty``)."""
+        u = torch.rand(n, 1 + self.k, generator=generator, dtype=torch.float64)
+        scale = self.load_low + (self.load_high - self.load_low) * u[:, :1]
+        noise = 1.0 - self.load_noise + 2.0 * self.load_noise * u[:, 1:]
+        full_half = self.half_width / self.uncertainty
+        xi = (scale * noise - self.centre) / full_half  # in [-1, 1] up to rounding
+        return xi.clamp(-1.0, 1.0).to(dtype)
+
+    def loads(self, xi: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k) -> pd: (B, k)`` per loaded bus, p.u."""
+        pd0 = torch.as_tensor(self.network.pd[self.load_bus], dtype=xi.dtype, device=xi.device)
+        return pd0 * (self.centre + self.half_width * xi)
+
+    # --- structure, for the methods that use it (E2ELR) -----------------------------------------------
+    def variable_slices(self) -> dict[str, slice]:
+        ng = len(self.network.gen_bus)
+        return {"pg": slice(0, ng), "df": slice(ng, ng + len(self.limited))}
+
+    def decision_indices(self) -> np.ndarray:
+        """The generator outputs ``pg``; the thermal slack follows from them."""
+        return np.arange(self.n_orig)[self.variable_slices()["pg"]]
+
+    def thermal_slack(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), pg: (B, G) -> df: (B, E_lim)``, the smallest slack that makes every line row hold:
+        ``max(|pf| - smax, 0)`` with ``pf = PTDF (Ag pg - pd)``."""
+        net = self.network
+        flow_pg = self._tensor("flow_pg", self.ptdf[self.limited][:, net.gen_bus], pg)
+        flow_pd = self._tensor("flow_pd", self.ptdf[self.limited][:, self.load_bus], pg)
+        smax = self._tensor("smax", net.rate_a[self.limited], pg)
+        pf = pg @ flow_pg.T - self.loads(xi.to(pg.dtype)) @ flow_pd.T
+        return torch.clamp(pf.abs() - smax, min=0.0)
+
+    def repair_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with each thermal slack lowered to the smallest that holds its
+        line rows for the same ``pg`` (feasible ``y`` stays feasible, its objective does not rise)."""
+        pg = y[:, self.variable_slices()["pg"]]
+        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
+
+    def rebuild(self, uncertainty: float) -> EconomicDispatch:
+        """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
+        return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty, self.thermal_penalty, self.name)
+
+    def describe(self) -> str:
+        lo, hi = self.centre - self.half_width, self.centre + self.half_width
+        return f"{super().describe()} loads {lo:.3g}-{hi:.3g} x nominal"

@@ -1,0 +1,115 @@
+"""Economic dispatch as PGLearn poses it (hardlinear.problems.ed): sizes, the load recipe, the PTDF flows, the
+reference solves and the thermal slack that keeps every line row satisfiable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hardlinear.layers.peers.e2elr import proportional_response
+from hardlinear.problems import build_problem
+from hardlinear.problems.ed import LOAD_HIGH, LOAD_LOW, LOAD_NOISE
+
+CASE = "pglib_opf_case14_ieee"
+
+
+@pytest.fixture(scope="module")
+def ed():
+    return build_problem("ed", case=CASE)
+
+
+def test_sizes_and_names(ed):
+    net = ed.network
+    ng, ne = len(net.gen_bus), int((net.rate_a > 0).sum())
+    assert ed.name == "ed_case14_ieee" and ed.k == int((net.pd != 0).sum()) == 11
+    assert ed.n_orig == ng + ne
+    assert ed.m_eq == 1 + int((net.pmin == net.pmax).sum())  # one balance row, the fixed generators
+    assert ed.m_ineq == 2 * int((net.pmin != net.pmax).sum()) + 3 * ne  # generator pairs, line pairs, df >= 0
+
+
+def test_loads_follow_pglearns_recipe(ed):
+    xi = ed.sample(2000, torch.Generator().manual_seed(0))
+    assert xi.abs().max() <= 1.0
+    factor = ed.loads(xi) / torch.as_tensor(ed.network.pd[ed.load_bus])
+    # pd_i = a e_i pd0_i: within the recipe's range, and the spread of one draw is the noise's, not the box's
+    assert factor.min() >= LOAD_LOW * (1 - LOAD_NOISE) - 1e-12 and factor.max() <= LOAD_HIGH * (1 + LOAD_NOISE) + 1e-12
+    spread = factor.max(dim=1).values / factor.min(dim=1).values
+    assert spread.max() <= (1 + LOAD_NOISE) / (1 - LOAD_NOISE) + 1e-12
+    assert factor.mean().item() == pytest.approx(0.5 * (LOAD_LOW + LOAD_HIGH), abs=0.01)
+    again = ed.sample(2000, torch.Generator().manual_seed(0))
+    assert torch.equal(xi, again)  # seeded
+
+
+def test_ptdf_flows_conserve_power(ed):
+    net = ed.network
+    rng = np.random.default_rng(0)
+    p = rng.normal(size=len(net.bus_ids))
+    p -= p.mean()  # a balanced injection
+    pf = ed.ptdf @ p
+    into = np.zeros(len(net.bus_ids))
+    np.add.at(into, net.f_bus, -pf)
+    np.add.at(into, net.t_bus, pf)
+    assert np.allclose(-into, p, atol=1e-10)  # what leaves each bus is what it injects
+    assert np.all(ed.ptdf[:, net.ref] == 0)
+
+
+def test_reference_solves_are_feasible_with_the_smallest_slack(ed):
+    xi = ed.sample(4, torch.Generator().manual_seed(1))
+    sol = ed.solve(xi)
+    y = torch.as_tensor(sol.y)
+    assert ed.eq_resid(xi, y).abs().max() <= 1e-8 and ed.ineq_resid(xi, y).max() <= 1e-8
+    s = ed.variable_slices()
+    assert torch.allclose(y[:, s["df"]], ed.thermal_slack(xi, y[:, s["pg"]]), atol=1e-8)
+    assert torch.allclose(ed.objective(xi, y), torch.as_tensor(sol.objective), rtol=1e-9)
+
+
+def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack():
+    tight = build_problem("ed", case=CASE, thermal_penalty=1.0)
+    net = tight.network
+    gen = torch.Generator().manual_seed(2)
+    xi = tight.sample(32, gen)
+    pmin, pmax = torch.as_tensor(net.pmin), torch.as_tensor(net.pmax)
+    pg = pmin + torch.rand(32, len(pmin), generator=gen, dtype=torch.float64) * (pmax - pmin)
+    pg, _ = proportional_response(pg, tight.loads(xi).sum(dim=1), pmin, pmax)
+    y = tight.to_form(xi, torch.cat([pg, tight.thermal_slack(xi, pg)], dim=1))
+    assert tight.ineq_resid(xi, y).max() <= 1e-12 and tight.eq_resid(xi, y).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize(
+    "option, value, phrase",
+    [("load_noise", 1.2, "load_noise must be in"), ("load_low", 0.0, "load_low"), ("uncertainty", 1.5, "uncertainty must be in"),
+     ("thermal_penalty", -1.0, "thermal_penalty")],
+)
+def test_bad_options_name_the_fix(option, value, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        build_problem("ed", case=CASE, **{option: value})
+
+
+def test_the_rule_exists_at_pglearns_range(ed):
+    from hardlinear.rules import solve_decision_rule
+
+    rule = solve_decision_rule(ed)
+    assert rule.t_star > 0
+
+
+def test_slack_repair_keeps_the_rule_feasible_and_lowers_its_cost(ed):
+    """The rule's safe point carries df >= t* on every line (its margin holds on the slack rows too); lowering each
+    slack to the smallest its line rows allow keeps every row and only lowers the objective (issue 42)."""
+    from hardlinear.rules import solve_decision_rule
+
+    rule = solve_decision_rule(ed)
+    xi = ed.sample(64, torch.Generator().manual_seed(4))
+    y = rule(xi)
+    repaired = ed.repair_slack(xi, y)
+    assert ed.ineq_resid(xi, repaired).max() <= 1e-12 and ed.eq_resid(xi, repaired).abs().max() <= 1e-12
+    assert (ed.objective(xi, repaired) <= ed.objective(xi, y) + 1e-9).all()
+    assert (ed.objective(xi, repaired) < 0.01 * ed.objective(xi, y)).all()  # the slack was most of the rule's cost
+
+
+def test_slack_repair_is_refused_where_there_is_no_slack():
+    from hardlinear.methods.base import Context, NotApplicable
+    from hardlinear.methods.proposed import Proposed
+
+    with pytest.raises(NotApplicable, match="problem=ed has them"):
+        Proposed(slack_repair=True).setup(build_problem("dcopf_14"), Context(cache_dir=None))

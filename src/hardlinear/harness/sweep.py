@@ -36,7 +36,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from hardlinear.harness import results
-from hardlinear.harness.provenance import SWEEP_TOKEN_ENV, sweep_token
+from hardlinear.harness.origin import SWEEP_TOKEN_ENV, sweep_token
 
 
 def count_sweep(overrides: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Where and with what a record was made (commit, versions, machine, sweep token).
+"""A record's provenance: where and with what it was made (commit, versions, machine, sweep token).
 
 A module of its own, without Hydra, because both a training run (:mod:`.runner`) and the re-evaluation of a saved
 model (:mod:`.reevaluate`, which runs on the core install) write it into their records.

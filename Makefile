@@ -56,6 +56,9 @@ check-wheel: install  ## build the wheel and sdist, twine check them, run the RE
 	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python -c "import importlib.util as u, sys; extra = [m for m in sys.argv[1:] if u.find_spec(m)]; \
 		sys.exit(f'the core install brought harness packages: {extra}' if extra else None)" $(HARNESS_MODULES)
 	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python $(CURDIR)/scripts/doc_blocks.py $(CURDIR)/README.md --kind core
+	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/hardlinear --help >/dev/null  # the console command, with the configs inside
+	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python -c "import sys, hardlinear.commands as c; \
+		sys.exit(None if (c.CONF / 'config.yaml').is_file() else 'the wheel lacks hardlinear/conf')"
 
 sizes: install  ## the paper's problem sizes beside ours
 	$(PY) scripts/sizes.py

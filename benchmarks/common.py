@@ -102,7 +102,7 @@ def versions() -> dict[str, str]:
 
 def environment(device: str, threads: int) -> dict[str, Any]:
     """Where and with what a benchmark ran: machine, device, library versions, git sha, date, threads."""
-    from hardlinear.harness.runner import cpu_model, git_sha
+    from hardlinear.harness.origin import cpu_model, git_sha
 
     try:
         usable = len(os.sched_getaffinity(0))

@@ -70,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
 def machine(device: str) -> dict:
     import torch
 
-    from hardlinear.harness.runner import cpu_model
+    from hardlinear.harness.origin import cpu_model
 
     info = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -1,31 +1,5 @@
-"""Command-line selection shared by make_tables.py, make_figures.py and aggregate.py: results roots, a study,
-filters on config keys."""
+"""Moved to :mod:`hardlinear.commands.select` (the console command shares it); kept for the scripts that import it."""
 
-from __future__ import annotations
+from hardlinear.commands.select import add_arguments, load
 
-import argparse
-
-from hardlinear.harness import results
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results", nargs="+", default=list(results.DEFAULT_ROOTS),
-        help="results roots: directories of run records and/or legacy results CSVs (default: %(default)s)",
-    )
-    parser.add_argument("--study", default=None, help="one study (default: every study, each on its own)")
-    parser.add_argument(
-        "--where", nargs="*", default=[], metavar="KEY=VALUE",
-        help="keep runs whose column or config key equals the value, e.g. trainer.name=fast seed=0",
-    )
-
-
-def load(args: argparse.Namespace):
-    """The results table of ``args`` (study and filters applied) and the studies to render."""
-    if args.study is not None:
-        results.check_study_name(args.study, "--study")  # it names the output folder: before any reading
-    df = results.report_table(args.results, where=results.parse_where(args.where))
-    present = [s for s in results.studies(df) if results.study_name_problem(s) is None]  # the loader skips the rest
-    if args.study is not None and args.study not in present:
-        raise LookupError(f"no runs of study {args.study!r} in {' '.join(args.results)}; studies present: {', '.join(present) or 'none'}")
-    return df, ([args.study] if args.study is not None else present)
+__all__ = ["add_arguments", "load"]

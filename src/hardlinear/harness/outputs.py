@@ -9,8 +9,13 @@ Later writes on a disk that fills up mid-run are :class:`hardlinear.atomic.DiskF
 
 from __future__ import annotations
 
+# ruff: noqa: E402 - the imports after require_extra() need the harness extra
 import sys
 from typing import Any
+
+from hardlinear.harness import require_extra
+
+require_extra()  # before Hydra's imports: a core install gets the pip line, not ModuleNotFoundError
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig

@@ -45,11 +45,13 @@ def _choices(config_dir: Path, group: str) -> list[str]:
     return sorted(str(f.relative_to(config_dir / group).with_suffix("")) for f in (config_dir / group).rglob("*.yaml"))
 
 
-def unknown_choice_errors(argv: Sequence[str], config_dir: str | Path) -> list[str]:
+def unknown_choice_errors(argv: Sequence[str], config_dir: str | Path, search_dirs: Sequence[str | Path] = ()) -> list[str]:
     """One line per group choice that names no option of its group (``method=nonexistent``, ``experiment=../x``)
     and per study or experiment name Hydra's grammar cannot take (non-ASCII, a newline): Hydra's own answers are a
-    28-line listing or a grammar error that does not say the fix."""
+    28-line listing or a grammar error that does not say the fix. ``search_dirs``: the user's config folders
+    (``--config-dir``), whose options count too."""
     config_dir = Path(config_dir).resolve()
+    folders = [config_dir, *(Path(d).resolve() for d in search_dirs)]
     errors = []
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
@@ -60,11 +62,11 @@ def unknown_choice_errors(argv: Sequence[str], config_dir: str | Path) -> list[s
             errors.append(f"{key}={value!r}: a {key} name is one folder name of printable ASCII letters, digits, '-', '_' "
                           f"or '.'; e.g. {key}={safe or 'mystudy'}")
             continue
-        if "." in key or "@" in key or not (config_dir / key).is_dir() or any(c in value for c in SWEEP_SYNTAX):
+        if "." in key or "@" in key or not any((d / key).is_dir() for d in folders) or any(c in value for c in SWEEP_SYNTAX):
             continue
         if key == "experiment" and not arg.startswith("+") and "/" not in value:
             continue  # experiment=<label> sets the label (a top-level key); +experiment=<name> chooses a file
-        options = _choices(config_dir, key)
+        options = sorted({o for d in folders if (d / key).is_dir() for o in _choices(d, key)})
         for choice in value.split(","):
             if choice in ("", "null") or choice in options:
                 continue
@@ -74,24 +76,26 @@ def unknown_choice_errors(argv: Sequence[str], config_dir: str | Path) -> list[s
     return errors
 
 
-def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_name: str = "config") -> list[str]:
+def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_name: str = "config",
+                            search_dirs: Sequence[str | Path] = ()) -> list[str]:
     """One message per override of a key the composed config does not have, or of a group choice that does not
     exist (:func:`unknown_choice_errors`); [] when all exist (or when the config cannot be composed: Hydra then
-    reports that itself)."""
+    reports that itself). ``search_dirs``: the user's config folders, on the search path after ``config_dir``."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     config_dir = Path(config_dir).resolve()
-    choice_errors = unknown_choice_errors(argv, config_dir)
+    choice_errors = unknown_choice_errors(argv, config_dir, search_dirs)
     if choice_errors:
         return choice_errors
     pairs = _overrides(argv)
     renamed = [RENAMED_KEYS[k] for k, _ in pairs if k in RENAMED_KEYS]
     if renamed:  # known without composing the config
         return renamed
-    groups = {k for k, _ in pairs if "." not in k and (config_dir / k).is_dir()}
+    folders = [config_dir, *(Path(d).resolve() for d in search_dirs)]
+    groups = {k for k, _ in pairs if "." not in k and any((d / k).is_dir() for d in folders)}
     candidates = [k for k, _ in pairs if k not in groups]
     if not candidates:
         return []
@@ -103,7 +107,8 @@ def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_
             choices.append(f"{key}={value.split(',')[0]}")  # a sweep over choices: its first one
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-            cfg = compose(config_name=config_name, overrides=choices)
+            searchpath = [f"hydra.searchpath=[{','.join(repr(f'file://{d}') for d in folders[1:])}]"] if search_dirs else []
+            cfg = compose(config_name=config_name, overrides=[*choices, *searchpath])
     except (HydraException, OmegaConfBaseException, ValueError):
         return []
     errors = []

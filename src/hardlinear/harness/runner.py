@@ -11,15 +11,17 @@ loudly, each with its reason.
 
 from __future__ import annotations
 
+# ruff: noqa: E402 - the imports after require_extra() need the harness extra
 import json
 import logging
 import os
-import platform
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
+
+from hardlinear.harness import require_extra
+
+require_extra()  # before Hydra's imports: a core install gets the pip line, not ModuleNotFoundError
 
 import torch
 from hydra.utils import instantiate
@@ -33,10 +35,12 @@ from hardlinear.harness.checkpoint import save_checkpoint
 from hardlinear.harness.content import short_digest, with_content
 from hardlinear.harness.last_state import read_last, resume_problem, save_last
 from hardlinear.harness.loggers import results_table
+from hardlinear.harness.origin import cpu_model, device_name, git_sha, provenance, sweep_token  # noqa: F401 - cpu_model: re-exported for old imports
+from hardlinear.harness.origin import utc_now as _now
 from hardlinear.harness.preflight import check_batch_memory, setup_method
 from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
-from hardlinear.harness.sweep import note_unrecorded_failure, sweep_token
+from hardlinear.harness.sweep import note_unrecorded_failure
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.metrics import infeasibility
 from hardlinear.problems import build_problem
@@ -47,38 +51,6 @@ log = logging.getLogger("hardlinear")
 
 # Keys of the problem config that are not arguments of the problem's constructor.
 PROBLEM_META_KEYS = ("train",)
-
-
-def git_sha() -> str:
-    """The checkout's commit, ``-dirty`` when tracked files other than ``results/`` differ from it.
-
-    Why ``results/`` is left out: a sweep writes records under ``results/`` while it runs, which changes no
-    code; counting it would mark every record after the first as dirty."""
-    try:
-        root = Path(__file__).resolve().parents[2]
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
-        sha = out.stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"], cwd=root, capture_output=True, text=True, timeout=5)
-        return (sha + ("-dirty" if dirty.stdout.strip() else "")) if sha else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def device_name(device: str) -> str:
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        return torch.cuda.get_device_name(torch.device(device))
-    return f"cpu:{platform.processor() or platform.machine()}"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux ``/proc/cpuinfo``, else ``platform.processor()``), for provenance records."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def problem_from_config(cfg: DictConfig):
@@ -212,20 +184,6 @@ def config_identity(cfg: DictConfig, run_dir: Path, ident: str, problem_sha256: 
     }
 
 
-def provenance(device: str) -> dict:
-    """Where and with what a record was made: commit, results version, package versions, machine."""
-    import numpy
-
-    from hardlinear import __version__
-
-    return {
-        "git_sha": git_sha(), "results_version": results.RESULTS_VERSION, "hardlinear": __version__,
-        "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
-        "host": platform.node(), "cpu": cpu_model(), "device": device_name(device), "timestamp": _now(),
-        "sweep_token": sweep_token(),  # which sweep wrote it: a sweep's summary counts only its own records
-    }
-
-
 def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str = "", metrics: dict | None = None, loggers=None) -> dict:
     """Write the run's record (``results.write_record``) and return its row; the loggers get its status (W&B's
     summary: status, reason, study, identity, problem content, and for a run with metrics ``feasible`` and
@@ -337,10 +295,6 @@ def stage_times(clock: dict[str, float], offline_s: float, fit) -> dict[str, flo
         "time/val_s": fit.val_time_s, "time/checkpoint_s": clock["checkpoint"] - clock["train"],
         "time/eval_s": clock["eval"] - clock["checkpoint"], "time/run_s": clock["eval"] - clock["run"],
     }
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def results_loggers(cfg: DictConfig, run_dir: Path, config: dict, variant: str = ""):

@@ -15,6 +15,7 @@ non-zero when any job of its sweep failed or went unrecorded (:func:`sweep_faile
 
 from __future__ import annotations
 
+# ruff: noqa: E402 - the imports after require_extra() need the harness extra
 import logging
 import math
 import os
@@ -26,11 +27,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hardlinear.harness import require_extra
+
+require_extra()  # before Hydra's imports: a core install gets the pip line, not ModuleNotFoundError
+
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from hardlinear.harness import results
+from hardlinear.harness.origin import SWEEP_TOKEN_ENV, sweep_token
 
 
 def count_sweep(overrides: list[str]) -> int:
@@ -50,14 +56,8 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return task + [f"{k}={v}" for k, v in params.items() if k not in given]
 
 
-SWEEP_TOKEN_ENV = "HARDLINEAR_SWEEP_TOKEN"
 UNRECORDED_DIR = ".unrecorded"
 _FAILED: list[str] = []  # the sweeps of this process in which a job failed (what run.py's exit status reads)
-
-
-def sweep_token() -> str:
-    """The token of the sweep this process (or its parent) is running; "" outside a sweep."""
-    return os.environ.get(SWEEP_TOKEN_ENV, "")
 
 
 def note_unrecorded_failure(run_dir: str | Path, reason: str) -> None:

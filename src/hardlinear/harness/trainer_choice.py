@@ -11,8 +11,13 @@ stays. The harness prints one line saying what replaced what.
 
 from __future__ import annotations
 
+# ruff: noqa: E402 - the imports after require_extra() need the harness extra
 from collections.abc import Sequence
 from pathlib import Path
+
+from hardlinear.harness import require_extra
+
+require_extra()  # before Hydra's imports: a core install gets the pip line, not ModuleNotFoundError
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 

@@ -8,8 +8,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args, get_origin
 
-from omegaconf import DictConfig, ListConfig
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+try:
+    from omegaconf import DictConfig, ListConfig
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+except ImportError:  # the core install: a reload checks a stored config, plain dicts and lists, never OmegaConf nodes
+
+    class _NoOmegaConf(Exception):
+        """Stands for OmegaConf's types where it is not installed: nothing is an instance of it, nothing raises it."""
+
+    DictConfig = ListConfig = MissingMandatoryValue = OmegaConfBaseException = _NoOmegaConf
 
 from hardlinear.harness.schemas.hints import _describe, _is_number, _join, _matches, _show, _type_name
 from hardlinear.harness.schemas.tables import OPTIONAL_TOP_LEVEL, Range

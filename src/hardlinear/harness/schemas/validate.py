@@ -14,13 +14,15 @@ Every error is collected before raising, so one run reports all of them:
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING
 
 from hardlinear.harness.schemas.checker import ConfigError, _Checker
 from hardlinear.harness.schemas.machine import _check_paths_and_threads, _check_seeds_and_names
 from hardlinear.harness.schemas.method import _check_method
 from hardlinear.harness.schemas.sections import _check_problem, _check_top, _check_trainer
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 def validate_config(cfg: DictConfig | Mapping) -> None:
@@ -29,6 +31,8 @@ def validate_config(cfg: DictConfig | Mapping) -> None:
     Raises :class:`ConfigError` naming each bad key, its value and what is valid; returns None when the
     config can run. Call it first thing in ``harness.run``.
     """
+    from omegaconf import DictConfig, OmegaConf  # a composed config: the harness extra is there (run.py)
+
     if not isinstance(cfg, DictConfig):
         cfg = OmegaConf.create(dict(cfg))
     check = _Checker()

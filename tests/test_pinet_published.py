@@ -7,6 +7,7 @@ issue 41 reads from antonioterpin/pinet @ e662b15), a setting transcribed wrongl
 import math
 
 import pytest
+from test_configs import compose_cfg
 
 from hardlinear.reporting.pinet_published import (
     accuracy_of,
@@ -87,3 +88,22 @@ def test_ours_matches_only_the_same_setting():
     assert ours.abs_worst == pytest.approx(4e-3)
     assert ours_for(records[2:], published_run(ROWS, "dc3_qp", "fixed_point", "high")) is None
     assert math.isnan(ours_for(records[:1], pub).rs_mean_pct[1])
+
+
+@pytest.mark.parametrize("problem", ["dc3_qp", "dc3_nonconvex"])
+def test_experiment_has_the_published_settings(problem):
+    cfg = compose_cfg("+experiment=pinet_e662b15", f"problem={problem}")
+    pub = published_run(ROWS, problem, "implicit", "high")
+    m, t = cfg.method, cfg.trainer
+    assert m.name == "pinet" and m.backward == "implicit" and cfg.dtype == "float64"
+    assert (m.sigma, m.omega, m.n_iter_train, m.n_iter_test, m.n_iter_bwd) == (
+        pub["sigma"],
+        pub["omega"],
+        pub["n_iter_train"],
+        pub["n_iter_test"],
+        pub["n_iter_bwd"],
+    )
+    assert (t.epochs, t.lr, t.batch_size, t.sampling) == (pub["epochs"], pub["lr"], 2000, "pass")
+    # the experiment must undo the autotuned problem_method file (Ruiz on, sigma 0.068, 50 iterations)
+    assert m.equilibrate_iter == 0 and cfg.network.hidden == 200 and not cfg.network.batch_norm
+    assert cfg.study == "pinet_e662b15"

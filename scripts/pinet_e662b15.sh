@@ -20,7 +20,7 @@ for seed in $SEEDS; do
   for variant in $ORDER; do
     for problem in $PROBLEMS; do
       # shellcheck disable=SC2086
-      $PYTHON run.py +experiment=pinet_e662b15 problem="$problem" seed="$seed" ${VARIANT[$variant]} \
+      $PYTHON run.py +experiment=pinet_e662b15 problem="$problem" method=pinet seed="$seed" ${VARIANT[$variant]} \
         progress=false results_dir=results/pinet/e662b15 \
         hydra.run.dir="results/pinet/e662b15/$problem/$variant/seed$seed"
     done

@@ -107,4 +107,5 @@ def test_experiment_has_the_published_settings(problem):
     # the experiment must undo the autotuned problem_method file (Ruiz on, sigma 0.068, 50 iterations)
     assert m.equilibrate_iter == 0 and cfg.network.hidden == 200 and not cfg.network.batch_norm
     assert m.start == "raw"  # e662b15 starts DR from the raw output
+    assert cfg.network.init == "lecun_normal" and cfg.trainer.keep == "last"  # flax's Dense; the last epoch tested
     assert cfg.study == "pinet_e662b15"

@@ -14,7 +14,7 @@ from hardlinear.harness.results import load_records
 from hardlinear.reporting.pinet_published import load_pinet_published, ours_for
 
 HEAD = (
-    "| problem | backward | accuracy | seeds | RS gap of means %: published / ours | ours / published | "
+    "| problem | backward | accuracy | seeds | RS gap of means %: published / ours | ours / published | ours by seed | "
     "RS mean of per-instance % (ours: own optima) | ineq. max abs mean: published / ours | "
     "ineq. max abs worst: published / ours | train s: published (their machine) / ours (CPU) |"
 )
@@ -36,7 +36,7 @@ def table(root: str) -> list[str]:
         cells = [p["problem"], p["backward"], p["accuracy"]]
         if ours is None:
             lines.append(
-                "| " + " | ".join([*cells, "0", f"{p['rs_gap_of_means_pct']:.2f} / not run"] + [""] * 4) + " |"
+                "| " + " | ".join([*cells, "0", f"{p['rs_gap_of_means_pct']:.2f} / not run"] + [""] * 5) + " |"
             )
             continue
         ratio = ours.rs_gap_of_means_pct[0] / p["rs_gap_of_means_pct"]
@@ -44,6 +44,7 @@ def table(root: str) -> list[str]:
             str(ours.seeds),
             f"{p['rs_gap_of_means_pct']:.2f} / {_pm(ours.rs_gap_of_means_pct, '.2f')}",
             f"{ratio:.2f}",
+            ", ".join(f"{g:.2f}" for g in ours.rs_gap_of_means_by_seed),
             f"{p['rs_mean_pct']:.2f} / {_pm(ours.rs_mean_pct, '.2f')}",
             f"{p['ineq_max_abs_mean']:.1e} / {ours.ineq_max_abs_mean[0]:.1e}",
             f"{p['ineq_max_abs_worst']:.1e} / {ours.abs_worst:.1e}",

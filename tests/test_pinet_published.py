@@ -85,6 +85,7 @@ def test_ours_matches_only_the_same_setting():
     ours = ours_for(records, pub)
     assert ours is not None and ours.seeds == 2
     assert ours.rs_gap_of_means_pct[0] == pytest.approx(0.4)
+    assert ours.rs_gap_of_means_by_seed == pytest.approx((0.3, 0.5))
     assert ours.abs_worst == pytest.approx(4e-3)
     assert ours_for(records[2:], published_run(ROWS, "dc3_qp", "fixed_point", "high")) is None
     assert math.isnan(ours_for(records[:1], pub).rs_mean_pct[1])

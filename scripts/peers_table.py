@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hardlinear.harness.results import load_records
 from hardlinear.reporting.peer_timings import load_timings
-from hardlinear.reporting.peers import load_pinet_published, load_published, peers_table
+from hardlinear.reporting.peers import load_pinet_readme_figures, load_published, peers_table
 
 DC3_NOTE = (
     "not run (compute): DC3 on DC3's problems trains on its own 1,000-epoch schedule (17 to 41 min a seed on the "
@@ -75,7 +75,7 @@ def main() -> int:
         timing_text=TIMED.format(dirs=", ".join(f"`{d}`" for d in args.timings)) if args.timings else UNTIMED,
     )
     text = peers_table(df.to_dict("records"), load_published(), missing_notes=MISSING_NOTES, header=header,
-                       timings=timings, pinet_published=load_pinet_published())  # fmt: skip
+                       timings=timings, pinet_published=load_pinet_readme_figures())  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(args.out)

@@ -158,3 +158,46 @@ def test_pinet_refuses_an_input_dependent_left_hand_side():
     problem = build_problem("portfolio")
     with pytest.raises(NotApplicable, match="depend"):
         Pinet().setup(problem, Context())
+
+
+def numpy_dr_e662b15(G, H, g, u, y_raw, sigma, omega, K):
+    """Pinet's iteration as commit e662b15 wrote it: governing sequence from (y_raw, 0), prox (y_raw + r / (2 sigma))
+    / (1 + 1 / (2 sigma)), no equilibration."""
+    n, m_eq, m = G.shape[1], G.shape[0], H.shape[0]
+    A = np.block([[G, np.zeros((m_eq, m))], [H, -np.eye(m)]])
+    Ap = np.linalg.pinv(A)
+    b = np.c_[g, np.zeros((len(g), m))]
+    s = np.c_[y_raw, np.zeros((len(g), m))]
+    for _ in range(K):
+        z = s - (s @ A.T - b) @ Ap.T
+        r = 2 * z - s
+        t = np.c_[(y_raw + r[:, :n] / (2 * sigma)) / (1 + 1 / (2 * sigma)), np.minimum(r[:, n:], u)]
+        s = s + omega * (t - z)
+    return (s - (s @ A.T - b) @ Ap.T)[:, :n]
+
+
+def test_raw_start_matches_e662b15_and_changes_the_output():
+    G, H, g, u, y_raw = instance(3)
+    layer = DouglasRachfordProjection(G, H, sigma=1.0, omega=1.7)
+    yt, gt, ut = torch.tensor(y_raw), torch.tensor(g), torch.tensor(u)
+    s0 = torch.cat([yt, torch.zeros(len(g), H.shape[0], dtype=yt.dtype)], dim=1)
+    y_raw_start, _ = layer(yt, gt, ut, n_iter=30, s0=s0)
+    expected = numpy_dr_e662b15(G, H, g, u, y_raw, 1.0, 1.7, 30)
+    np.testing.assert_allclose(y_raw_start.numpy(), expected, rtol=0, atol=1e-12)
+    y_zero_start, _ = layer(yt, gt, ut, n_iter=30)
+    assert (y_raw_start - y_zero_start).abs().max() > 1e-6  # the start matters after finitely many steps
+
+
+def test_pinet_start_option():
+    problem = build_problem("dcopf_14")
+    with pytest.raises(ValueError, match="start must be one of"):
+        Pinet(start="warm")
+    xi = problem.sample(3, torch.Generator().manual_seed(0))
+    outs = {}
+    for start in ("zero", "raw"):
+        torch.manual_seed(0)
+        method = Pinet(start=start, n_iter_test=5)
+        method.setup(problem, Context())
+        outs[start] = method.predict(xi).y
+        assert method.describe()["variant"] == ("start=raw" if start == "raw" else "")
+    assert (outs["raw"] - outs["zero"]).abs().max() > 1e-9

@@ -13,7 +13,7 @@ import pytest
 
 from hardlinear.harness.results import load_records
 from hardlinear.reporting.peer_timings import load_timings
-from hardlinear.reporting.peers import load_pinet_published, load_published, peers_table
+from hardlinear.reporting.peers import load_pinet_readme_figures, load_published, peers_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def test_other_instances_published_figures_stay_out_of_our_blocks():
     hardnet = [p for p in published if "HardNet" in p["problem"]]
     assert hardnet and all(p["same_instance"] == "no" for p in hardnet)
     text = peers_table([rec("dc3_nonconvex_eq50_ineq50", "proposed", 0)], published, problems=("dc3_nonconvex",),
-                       pinet_published=load_pinet_published())  # fmt: skip
+                       pinet_published=load_pinet_readme_figures())  # fmt: skip
     block = "\n".join(lines_of(text, "### dc3_nonconvex"))
     assert "NonconvexOpt" not in block and "-13.79" not in block  # HardNet's notebook: another instance
     assert "nonconvex_ineq50_eq50" in block  # DC3's own figures on the same instance stay

@@ -26,17 +26,29 @@ class Standardize(nn.Module):
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU}
+INITS = ("torch", "lecun_normal")
+# flax's lecun_normal: a normal truncated at 2 standard deviations, rescaled so that the variance is 1 / fan_in
+_TRUNC_STD = 0.87962566103423978
+
+
+def lecun_normal_(linear: nn.Linear) -> None:
+    """Flax ``Dense``'s default initialisation (weights lecun_normal, bias 0), to reproduce a flax peer's runs."""
+    std = 1.0 / math.sqrt(linear.in_features) / _TRUNC_STD
+    with torch.no_grad():
+        nn.init.trunc_normal_(linear.weight, std=std, a=-2 * std, b=2 * std)
+        linear.bias.zero_()
 
 
 class MLP(nn.Module):
     """``xi: (B, k) -> (B, n_out)``: standardise, ``layers`` x (Linear, BatchNorm, ReLU, Dropout), Linear.
 
     ``dropout`` (0: none, the paper's network) and ``standardize=False`` are there to match DC3's network
-    (dropout 0.2 after every hidden layer, raw inputs); ``activation="silu"`` to match FSNet's."""
+    (dropout 0.2 after every hidden layer, raw inputs); ``activation="silu"`` to match FSNet's; ``init="lecun_normal"``
+    flax's default initialisation (Pinet's network), ``"torch"`` torch's own."""
 
     def __init__(
         self, box: InputBox, n_out: int, hidden: int = 256, layers: int = 2, batch_norm: bool = True,
-        dropout: float = 0.0, standardize: bool = True, activation: str = "relu",
+        dropout: float = 0.0, standardize: bool = True, activation: str = "relu", init: str = "torch",
     ) -> None:
         super().__init__()
         if hidden < 1 or layers < 0 or n_out < 1:
@@ -45,6 +57,8 @@ class MLP(nn.Module):
             raise ValueError(f"dropout must be in [0, 1); got {dropout}")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}; got {init!r}")
         blocks: list[nn.Module] = [Standardize(box)] if standardize else []
         width = box.k
         for _ in range(layers):
@@ -57,6 +71,10 @@ class MLP(nn.Module):
             width = hidden
         blocks.append(nn.Linear(width, n_out))
         self.net = nn.Sequential(*blocks)
+        if init == "lecun_normal":
+            for block in blocks:
+                if isinstance(block, nn.Linear):
+                    lecun_normal_(block)
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         return self.net(xi)

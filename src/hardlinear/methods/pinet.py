@@ -24,6 +24,10 @@ from hardlinear.errors import NotApplicable
 from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 
+# Where DR's governing sequence starts: "zero" as pinet-hcnn 0.2.0; "raw" = (y_raw, 0), as Pinet's commit e662b15,
+# whose published DC3 runs conf/experiment/pinet_e662b15.yaml reproduces (the outputs differ after finitely many steps)
+STARTS = ("zero", "raw")
+
 
 class Pinet(Method):
     name = "pinet"
@@ -48,6 +52,7 @@ class Pinet(Method):
         equilibrate_safeguard: bool = False,
         max_lifted: int = 20000,
         layer_dtype: str = "float64",
+        start: str = "zero",
     ) -> None:
         super().__init__()
         from hardlinear.layers.douglas_rachford import BACKWARDS, RuizSettings
@@ -67,6 +72,9 @@ class Pinet(Method):
             max_iter=int(equilibrate_iter), tol=float(equilibrate_tol), ord=float(equilibrate_ord),
             col_scaling=bool(equilibrate_col_scaling), mode=equilibrate_mode, safeguard=bool(equilibrate_safeguard),
         )
+        if start not in STARTS:
+            raise ValueError(f"start must be one of {STARTS}; got {start!r}")
+        self.start = start
         self.max_lifted = int(max_lifted)
         self.layer_dtype = check_dtype(layer_dtype)
 
@@ -104,7 +112,11 @@ class Pinet(Method):
         xi64 = xi.to(self.layer_dtype)
         y_raw = run_net(self.net, xi).to(self.layer_dtype)
         family = self.problem.family
-        y, _ = self.layer(y_raw, family.eq_rhs(xi64), family.ineq_rhs(xi64), n_iter=n_iter)
+        s0 = None
+        if self.start == "raw":  # e662b15's start: the raw output as the layer's (scaled) y, slacks 0
+            (d,) = self.layer.consts.get(("d",), y_raw)
+            s0 = torch.cat([y_raw / d, y_raw.new_zeros(y_raw.shape[0], family.m_ineq)], dim=1)
+        y, _ = self.layer(y_raw, family.eq_rhs(xi64), family.ineq_rhs(xi64), n_iter=n_iter, s0=s0)
         return y
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
@@ -117,4 +129,6 @@ class Pinet(Method):
         return Prediction(y=y, iterations=torch.full((xi.shape[0],), self.n_iter_test, dtype=torch.long, device=y.device))
 
     def describe(self) -> dict[str, str]:
-        return {"variant": "" if self.backward == "implicit" else f"backward={self.backward}"}
+        parts = [] if self.backward == "implicit" else [f"backward={self.backward}"]
+        parts += ["start=raw"] if self.start == "raw" else []
+        return {"variant": " ".join(parts)}

@@ -55,9 +55,10 @@ def load_published(path=None) -> list[dict[str, str]]:
     return _data("peer_published.csv", path)
 
 
-def load_pinet_published(path=None) -> list[dict[str, str]]:
-    """Pinet's published statistics (``data/pinet_published.csv``): DC3's problems, Pinet's own test split."""
-    return _data("pinet_published.csv", path)
+def load_pinet_readme_figures(path=None) -> list[dict[str, str]]:
+    """Pinet's README figures read by eye (``data/pinet_readme_figures.csv``): DC3's nonconvex problem, Pinet's own
+    test split. Its committed result files are ``data/pinet_published.csv`` (:mod:`pinet_published`)."""
+    return _data("pinet_readme_figures.csv", path)
 
 
 def _line(cells: Sequence[Any]) -> str:

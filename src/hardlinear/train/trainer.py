@@ -67,6 +67,9 @@ class TrainerConfig:
     """Instances solved to fit supervised methods (post-projection, the optimizer's warm start)."""
     grad_clip: float | None = None
     """Clip the gradient norm (None: no clipping, as the paper)."""
+    keep: str = "best"
+    """``best``: the weights of the lowest validation loss; ``last``: the final weights (what a peer's script that
+    tests its last epoch reports, e.g. Pinet's e662b15 runs). Not in conf/trainer, so existing identities stay."""
     time_budget_s: float | None = None
     """Wall-clock budget of the training loop in seconds (validation included), checked after every batch: once
     spent, the current epoch ends early and training stops (``TrainResult.epochs`` says how far it got). None:
@@ -92,6 +95,8 @@ class TrainerConfig:
             raise ValueError(f"time_budget_s must be > 0 seconds, or null for no budget; got {self.time_budget_s}")
         if self.val_every < 1:
             raise ValueError(f"val_every must be >= 1; got {self.val_every}")
+        if self.keep not in ("best", "last"):
+            raise ValueError(f"keep must be 'best' (lowest validation loss) or 'last' (final weights); got {self.keep!r}")
         if self.batches_per_epoch < 1 or self.lr <= 0:
             raise ValueError("batches_per_epoch must be >= 1 and lr > 0")
         if self.train_inputs not in TRAIN_INPUTS:
@@ -267,7 +272,7 @@ def train(
         if result.budget_spent:
             log.info("%s: time budget of %.0f s spent after %.2f of %d epochs", method.name, cfg.time_budget_s, result.epochs, cfg.epochs)
             break
-    if best_state is not None:
+    if best_state is not None and cfg.keep == "best":
         method.load_state_dict(best_state)
     method.eval()
     result.time_s = time.perf_counter() - t_start

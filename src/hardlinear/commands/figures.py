@@ -11,7 +11,6 @@ with the paper's figures as reference markers and a captions.md.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,18 +24,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--out", default="results/figures", help="output folder; one sub-folder per study (default: results/figures)")
     parser.add_argument("--formats", nargs="+", default=list(FORMATS), help="file formats (default: png pdf)")
     args = parser.parse_args(argv)
-    try:
-        df, studies = select.load(args)
-    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    failed = 0
-    for study in studies:
-        try:
-            written = make_figures(df, Path(args.out) / study, study=study, formats=tuple(args.formats))
-        except ValueError as err:  # MixedSettings (a cell mixing settings), or no ok run to draw
-            print(f"error: study {study}: {err}", file=sys.stderr)
-            failed += 1
-            continue
-        print(f"study {study}: {len(written)} files in {Path(args.out) / study}")
-    return 1 if failed or not studies else 0
+
+    def write(df, study: str, folder: Path) -> str:
+        written = make_figures(df, folder, study=study, formats=tuple(args.formats))
+        return f"{len(written)} files in {folder}"
+
+    # ValueError: MixedSettings (a cell mixing settings), or no ok run to draw
+    return select.for_each_study(args, write, (ValueError,))

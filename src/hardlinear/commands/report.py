@@ -12,7 +12,6 @@ infeasible rows marked; the figures embedded; every run's status, reason, config
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,21 +26,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     select.add_arguments(parser)
     parser.add_argument("--out", default="results/reports", help="output folder; one sub-folder per study (default: results/reports)")
     args = parser.parse_args(argv)
-    try:
-        df, studies = select.load(args)
-    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    failed = 0
     defaults = default_settings(CONF)
-    for study in studies:
-        try:
-            path = write_report(df, Path(args.out) / study, study, defaults)
-        except (MixedSettings, LookupError) as err:
-            print(f"error: study {study}: {err}", file=sys.stderr)
-            failed += 1
-            continue
-        print(f"study {study}: {path} (open it in a browser: file://{path.resolve()})")
-    if not studies:
-        print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
-    return 1 if failed or not studies else 0
+
+    def write(df, study: str, folder: Path) -> str:
+        path = write_report(df, folder, study, defaults)
+        return f"{path} (open it in a browser: file://{path.resolve()})"
+
+    return select.for_each_study(args, write, (MixedSettings, LookupError))

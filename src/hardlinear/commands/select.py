@@ -4,6 +4,9 @@ a study, filters on config keys."""
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from hardlinear.extras import check_installed
 from hardlinear.harness import results
@@ -35,3 +38,26 @@ def load(args: argparse.Namespace):
     if args.study is not None and args.study not in present:
         raise LookupError(f"no runs of study {args.study!r} in {' '.join(args.results)}; studies present: {', '.join(present) or 'none'}")
     return df, ([args.study] if args.study is not None else present)
+
+
+def for_each_study(args: argparse.Namespace, write: Callable, errors: tuple[type[Exception], ...]) -> int:
+    """What ``tables``, ``figures`` and ``report`` share: load the selection, then ``write(df, study, folder)`` for each
+    study (it returns what to print after ``study <name>:``); a study that raises one of ``errors`` is one error
+    line and the others go on. The exit code: 1 when a study failed, the selection could not load, or it holds none."""
+    try:
+        df, studies = load(args)
+    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    failed = 0
+    for study in studies:
+        try:
+            line = write(df, study, Path(args.out) / study)
+        except errors as err:
+            print(f"error: study {study}: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"study {study}: {line}")
+    if not studies:
+        print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
+    return 1 if failed or not studies else 0

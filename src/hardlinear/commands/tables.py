@@ -13,7 +13,6 @@ runs differ in a setting other than the seed is refused with the keys named: sel
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,24 +26,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     select.add_arguments(parser)
     parser.add_argument("--out", default="results/tables", help="output folder; one sub-folder per study (default: results/tables)")
     args = parser.parse_args(argv)
-    try:
-        df, studies = select.load(args)
-    except (FileNotFoundError, LookupError, KeyError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    failed = 0
     defaults = default_settings(CONF)
-    for study in studies:
-        try:
-            written = write_study_table(df[df["study"] == study], Path(args.out) / study, study, defaults)
-            written.update(make_tables(df, Path(args.out) / study, study=study))
-        except MixedSettings as err:
-            print(f"error: study {study}: {err}", file=sys.stderr)
-            failed += 1
-            continue
+
+    def write(df, study: str, folder: Path) -> str:
+        written = write_study_table(df[df["study"] == study], folder, study, defaults)
+        written.update(make_tables(df, folder, study=study))
         paper = sorted(n for n in written if not n.startswith("study."))
-        print(f"study {study}: study.md, .tex, .csv{' and the paper layout (' + str(len(paper)) + ' files)' if paper else ''} "
-              f"in {Path(args.out) / study}")
-    if not studies:
-        print(f"no runs in {' '.join(args.results)}{' matching ' + ' '.join(args.where) if args.where else ''}", file=sys.stderr)
-    return 1 if failed or not studies else 0
+        return f"study.md, .tex, .csv{' and the paper layout (' + str(len(paper)) + ' files)' if paper else ''} in {folder}"
+
+    return select.for_each_study(args, write, (MixedSettings,))

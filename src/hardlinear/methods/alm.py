@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import torch
 
-from hardlinear.methods.base import Context
-from hardlinear.methods.penalty import Penalty
+from hardlinear.methods.penalty import DualPenalty
 
 
-class ALM(Penalty):
+class ALM(DualPenalty):
     name = "alm"
 
     def __init__(
@@ -39,35 +38,18 @@ class ALM(Penalty):
             raise ValueError(f"dual_step must be > 0 (or null for dual_step = penalty); got {dual_step}")
         self.dual_step = self.penalty if dual_step is None else float(dual_step)
 
-    def setup(self, problem, ctx: Context) -> float:
-        super().setup(problem, ctx)
-        m_eq, m_ineq = problem.family.m_eq, problem.family.m_ineq
-        dtype = self.layer_dtype
-        self.register_buffer("lam", torch.zeros(m_eq, dtype=dtype, device=ctx.device))
-        self.register_buffer("mu", torch.zeros(m_ineq, dtype=dtype, device=ctx.device))
-        self._reset_sums()
-        return 0.0
-
-    def _reset_sums(self) -> None:
-        self._eq_sum = torch.zeros_like(self.lam)
-        self._ineq_sum = torch.zeros_like(self.mu)
-        self._count = 0
-
     def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         eq = self.problem.eq_resid(xi, y)
         ineq = self.problem.ineq_resid(xi, y).clamp(min=0.0)
-        if self.training and torch.is_grad_enabled():
-            self._eq_sum = self._eq_sum.to(eq.device) + eq.detach().sum(dim=0)
-            self._ineq_sum = self._ineq_sum.to(ineq.device) + ineq.detach().sum(dim=0)
-            self._count += eq.shape[0]
+        self.observe(eq, ineq)
         lagrange = eq @ self.lam.to(eq.dtype) + ineq @ self.mu.to(ineq.dtype)
         quadratic = 0.5 * self.penalty * ((eq**2).sum(dim=1) + (ineq**2).sum(dim=1))
         return (self.problem.objective(xi, y) + lagrange + quadratic).mean()
 
     @torch.no_grad()
     def after_epoch(self, epoch: int) -> dict[str, float]:
-        if self._count:
-            self.lam += self.dual_step * (self._eq_sum / self._count).to(self.lam)
-            self.mu.copy_((self.mu + self.dual_step * (self._ineq_sum / self._count).to(self.mu)).clamp(min=0.0))
-        self._reset_sums()
+        means = self.mean_violations()
+        if means is not None:
+            self.lam += self.dual_step * means[0]
+            self.mu.copy_((self.mu + self.dual_step * means[1]).clamp(min=0.0))
         return {"alm_lambda_norm": float(self.lam.norm()), "alm_mu_norm": float(self.mu.norm())}

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from hardlinear.methods.base import Context
-from hardlinear.methods.penalty import Penalty
+from hardlinear.methods.penalty import DualPenalty
 
 
-class LDF(Penalty):
+class LDF(DualPenalty):
     name = "ldf"
 
     def __init__(
@@ -44,36 +43,20 @@ class LDF(Penalty):
         if not init_multiplier >= 0:
             raise ValueError(f"init_multiplier must be >= 0; got {init_multiplier}")
         self.step_size, self.update_every, self.kickin = float(step_size), int(update_every), int(kickin)
-        self.init_multiplier = float(init_multiplier)
-
-    def setup(self, problem, ctx: Context) -> float:
-        super().setup(problem, ctx)
-        m_eq, m_ineq = problem.family.m_eq, problem.family.m_ineq
-        self.register_buffer("lam", torch.full((m_eq,), self.init_multiplier, dtype=self.layer_dtype, device=ctx.device))
-        self.register_buffer("mu", torch.full((m_ineq,), self.init_multiplier, dtype=self.layer_dtype, device=ctx.device))
-        self._reset_sums()
-        return 0.0
-
-    def _reset_sums(self) -> None:
-        self._eq_sum = torch.zeros_like(self.lam)
-        self._ineq_sum = torch.zeros_like(self.mu)
-        self._count = 0
+        self.init_multiplier = self.initial_multiplier = float(init_multiplier)
 
     def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         eq = self.problem.eq_resid(xi, y).abs()
         ineq = self.problem.ineq_resid(xi, y).clamp(min=0.0)
-        if self.training and torch.is_grad_enabled():
-            self._eq_sum = self._eq_sum.to(eq.device) + eq.detach().sum(dim=0)
-            self._ineq_sum = self._ineq_sum.to(ineq.device) + ineq.detach().sum(dim=0)
-            self._count += eq.shape[0]
+        self.observe(eq, ineq)
         dual = eq @ self.lam.to(eq.dtype) + ineq @ self.mu.to(ineq.dtype)
         return (self.problem.objective(xi, y) + dual).mean()
 
     @torch.no_grad()
     def after_epoch(self, epoch: int) -> dict[str, float]:
         update = epoch >= self.kickin and (epoch + 1 - self.kickin) % self.update_every == 0
-        if update and self._count:
-            self.lam += self.step_size * (self._eq_sum / self._count).to(self.lam)
-            self.mu += self.step_size * (self._ineq_sum / self._count).to(self.mu)
-        self._reset_sums()  # each update sees the mean violation of its own epoch, as ML4OPF's LDFLoss collects it
+        means = self.mean_violations()  # each update sees the mean violation of its own epoch (ML4OPF's LDFLoss)
+        if update and means is not None:
+            self.lam += self.step_size * means[0]
+            self.mu += self.step_size * means[1]
         return {"ldf/lambda_norm": float(self.lam.norm()), "ldf/mu_norm": float(self.mu.norm())}

@@ -96,3 +96,38 @@ class Penalty(Method):
 
     def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return soft_loss(self, xi, y)
+
+
+class DualPenalty(Penalty):
+    """A penalty method with one multiplier per constraint row (ALM, LDF): the buffers ``lam`` (equalities) and
+    ``mu`` (inequalities), and the epoch's violation sums that their update reads (``observe`` in the loss,
+    ``mean_violations`` at the epoch's end). Why one class: the two methods differ only in their update rule."""
+
+    initial_multiplier = 0.0
+
+    def setup(self, problem, ctx: Context) -> float:
+        super().setup(problem, ctx)
+        m_eq, m_ineq = problem.family.m_eq, problem.family.m_ineq
+        start, dtype = float(self.initial_multiplier), self.layer_dtype
+        self.register_buffer("lam", torch.full((m_eq,), start, dtype=dtype, device=ctx.device))
+        self.register_buffer("mu", torch.full((m_ineq,), start, dtype=dtype, device=ctx.device))
+        self._reset_sums()
+        return 0.0
+
+    def _reset_sums(self) -> None:
+        self._eq_sum = torch.zeros_like(self.lam)
+        self._ineq_sum = torch.zeros_like(self.mu)
+        self._count = 0
+
+    def observe(self, eq: torch.Tensor, ineq: torch.Tensor) -> None:
+        """Add a training batch's violations ``(B, m_eq), (B, m_ineq)`` to the epoch's sums (no gradient)."""
+        if self.training and torch.is_grad_enabled():
+            self._eq_sum = self._eq_sum.to(eq.device) + eq.detach().sum(dim=0)
+            self._ineq_sum = self._ineq_sum.to(ineq.device) + ineq.detach().sum(dim=0)
+            self._count += eq.shape[0]
+
+    def mean_violations(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The epoch's mean violations per row (None if no training batch was seen), and the sums reset."""
+        out = None if not self._count else ((self._eq_sum / self._count).to(self.lam), (self._ineq_sum / self._count).to(self.mu))
+        self._reset_sums()
+        return out

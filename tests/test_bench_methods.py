@@ -180,7 +180,7 @@ def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
     them once)."""
     bench_methods, floors = bench
     from hardlinear.methods.base import Context
-    from hardlinear.methods.fsnet import FSNet, constant_rows_T
+    from hardlinear.methods.fsnet import FSNet
 
     problem = tiny_problem()
     torch.manual_seed(0)  # the network's initialisation: an infeasible start, so that it iterates
@@ -199,11 +199,11 @@ def test_fsnet_floor_products_are_the_ones_torch_runs(bench):
     two_loop = 4 * 3 * visits + 2 * 3 * (K - 1) + 2 * 3 * K  # the floor's: these dots and the axpys beside them
     assert f.macs["float32"] + f.macs["float64"] - two_loop == counted - dots
     assert dots <= two_loop
-    method._rows_T = None  # the autograd path recomputes the right-hand sides at each of its 1 + K + E evaluations
+    rows_T, method._rows_T = method._rows_T, None  # the autograd path recomputes the right-hand sides at each evaluation
     counted_autograd, pred_autograd = counted_matmuls(method, xi)
     assert (int(pred_autograd.iterations[0]), pred_autograd.extras["line_search_evaluations"]) == (K, E)
     assert counted_autograd == TINY_NET + 9 * (2 + 2 * K + E) + TINY_RHS * (1 + K + E)
-    method._rows_T = constant_rows_T(problem.family)
+    method._rows_T = rows_T
     _, it, reported = bench_methods._predict(method)(xi)  # what the benchmark passes to the floor
     assert int(it[0]) == K and reported == {"line_search_mean": float(E)}
 

@@ -2,7 +2,7 @@
 outputs at box vertices and uniform inputs, eval and train mode, on DC3's QP, a DC-OPF case and the portfolio,
 residuals computed from the problem's matrices in float64.
 
-What is promised (layers/refine.py ``blend_refined``; docs/reliability.md):
+What is promised (the layer projects and blends in float64 whatever the input dtype; docs/reliability.md):
 
 * inequalities: the layer's guarantee, as for the plain method (``1e-9 + |t*|``);
 * equalities: within twice the *floor*, the residual of the same output projected in float64 and rounded once

@@ -367,13 +367,13 @@ class _Inference(torch.nn.Module):
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         from hardlinear.layers.network import run_net
-        from hardlinear.layers.refine import blend_refined, pick_lowest_objective
+        from hardlinear.layers.refine import pick_lowest_objective
 
         xw, y_task = xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype)
         if self.refiner is None:
             return self.layer(xw, y_task)
         if not self.pick_by_objective:
-            return blend_refined(self.layer, xw, self.refiner(xw, y_task))
+            return self.layer(xw, self.refiner(xw, y_task))
         return pick_lowest_objective(self.layer, self.objective, xw, y_task, self.refiner)[0]
 
 

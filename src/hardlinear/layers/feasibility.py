@@ -365,17 +365,12 @@ class FeasibilityLayer(nn.Module):
             raise ValueError(f"xi has {xi.shape[0]} rows and y_task {y_task.shape[0]}: one row of each per instance")
 
     # --- the layer ---------------------------------------------------------------------------------
-    def forward(self, xi: torch.Tensor, y_task: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """``xi: (B, k), y_task: (B, n) -> (B, n)`` in ``out_dtype`` (default ``y_task``'s); see the class docstring.
-
-        ``out_dtype`` narrower than ``y_task``'s: the projection and the blend run in ``y_task``'s dtype and the
-        output is rounded once, with the rounding guard sized for ``out_dtype`` (a refined output, whose size
-        the blend may keep, is projected in float64 this way: :func:`hardlinear.layers.refine.blend_refined`).
-        """
+    def forward(self, xi: torch.Tensor, y_task: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y_task: (B, n) -> (B, n)`` in ``y_task``'s dtype; see the class docstring."""
         self._check_call(xi, y_task)
-        out_dtype = y_task.dtype if out_dtype is None else out_dtype
         if y_task.shape[0] == 0:  # an empty batch: nothing to correct
-            return (y_task + 0.0).to(out_dtype)
+            return y_task + 0.0
+        out_dtype = y_task.dtype
         if self.warn_low_precision and out_dtype != torch.float64:
             self.warn_low_precision = False  # once per layer: a training loop would repeat it every step
             warnings.warn(

@@ -23,7 +23,8 @@ only the refinement's residual, exactly.
   residual is what the blend then removes. The box is shrunk by ``margin (1 + |s_i|)`` (in the unit-row
   scaling; default 1e-9): a converged point on a face would otherwise sit on the bound to rounding, the blend
   (which moves only rows its own evaluation sees violated) would leave it, and another evaluation order of
-  ``H y - h`` could read +1e-16 there. The refined output enters the layer in float64 (:func:`blend_refined`).
+  ``H y - h`` could read +1e-16 there. The layer projects and blends the refined output in float64 whatever its dtype (a refined output can stay large
+  where ``C(x)`` is unbounded: projected in float32, its rounding reached the equalities; issue 40).
 * ``pinet``: the same splitting as Pinet runs it, by :class:`~hardlinear.layers.douglas_rachford.DouglasRachfordProjection`
   (issue 28's Pinet module): in the full space ``z = (y, H y)``, Ruiz-equilibrated (Pinet's DC3 settings: 25
   iterations, tol 1e-3), started at ``0``, with Pinet's implicit backward pass (BiCGSTAB, 25 iterations) instead
@@ -177,7 +178,7 @@ class DouglasRachford(_DouglasRachfordSteps):
         C = torch.cat([y.new_full((d,), b), y.new_ones(bound.shape[1])])
         prox = ProxData(
             C, torch.cat([a * u_raw, torch.zeros_like(bound)], 1), y.new_full((C.shape[0],), -torch.inf),
-            torch.cat([y.new_full((B, d), torch.inf), bound.expand(B, -1)], 1),
+            torch.cat([y.new_full((B, d), torch.inf), bound.expand(B, -1)], 1), bounded=bound.shape[1] > 0,
         )
         project = self.projection(y)
         states = iterate(torch.cat([u_raw, u_raw @ Ms_T], 1), project, prox, self.omega, self._marks(), self._graphs)
@@ -317,20 +318,6 @@ def build_refinement(
     return HardNetRefinement(family)
 
 
-def blend_refined(layer: nn.Module, xw: torch.Tensor, y_ref: torch.Tensor) -> torch.Tensor:
-    """The feasibility layer on a refined task output, its equality projection and blend in float64 whatever the
-    layer's dtype, rounded once to ``y_ref``'s dtype.
-
-    Why: a refinement brings the output *near* ``C(x)``, so the blend keeps much of it (alpha well below 1) however
-    large it is, and where ``C(x)`` is unbounded (DC3's QPs: a cone in the null space) a large task output is
-    refined to a large feasible point. Projected in float32, its equality rounding (``eps32 |y_ref|``, issue 40:
-    up to 1.7e-2 relative) reached the output; projected in float64, the output carries only its own rounding to
-    float32, the least any float32 vector of that size can carry (tests/test_refine_exact.py).
-    """
-    work = torch.promote_types(y_ref.dtype, torch.float64)
-    return layer(xw.to(work), y_ref.to(work), out_dtype=y_ref.dtype)
-
-
 def pick_lowest_objective(
     layer: nn.Module, objective, xw: torch.Tensor, y_task: torch.Tensor, refiner: nn.Module
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -344,7 +331,7 @@ def pick_lowest_objective(
         best, alpha = objective(xw, y), layer.last_stats["alpha"]
         refined = torch.zeros_like(best, dtype=torch.bool)
     for y_snap in snapshots:
-        y_ref = blend_refined(layer, xw, y_snap)
+        y_ref = layer(xw, y_snap)
         with torch.no_grad():
             f = objective(xw, y_ref)
             better = f < best

@@ -30,18 +30,19 @@ from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 TOL_FLOOR, TOL_CEIL = 1e-9, 1e-6  # FSNet clips its training tolerance to this range when it decays it
 
 
-def constant_rows_T(family) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(G', H')`` as dense float64 arrays where both are constant and small enough to multiply densely (the
-    closed-form inference path of :func:`hardlinear.layers.peers.fsnet.lbfgs_linear`), else None."""
+def constant_rows_T(family):
+    """``G'`` and ``H'`` (buffers ``G_T``, ``H_T`` of a :class:`~hardlinear.layers.equality.Float64Constants`: moved
+    with the method, cast once per dtype and device) where both are constant and small enough to multiply densely,
+    for the closed-form inference path of :func:`hardlinear.layers.peers.fsnet.lbfgs_linear`; else None."""
     from hardlinear.constraints import DENSE_LIMIT
-    from hardlinear.layers.equality import constant_lhs
+    from hardlinear.layers.equality import Float64Constants, constant_lhs
 
     n = family.n
     if (family.m_eq + family.m_ineq) * n > DENSE_LIMIT:
         return None
     G = constant_lhs(family, "G") if family.m_eq else np.zeros((0, n))
     H = constant_lhs(family, "H") if family.m_ineq else np.zeros((0, n))
-    return None if G is None or H is None else (np.ascontiguousarray(G.T), np.ascontiguousarray(H.T))
+    return None if G is None or H is None else Float64Constants(G_T=G.T, H_T=H.T)
 
 
 class FSNet(Method):
@@ -131,7 +132,7 @@ class FSNet(Method):
             from hardlinear.layers.peers.fsnet import lbfgs_linear
 
             xw = xi.to(y0.dtype)
-            G_T, H_T = (torch.as_tensor(a, dtype=y0.dtype, device=y0.device) for a in self._rows_T)
+            G_T, H_T = self._rows_T.get(("G_T", "H_T"), y0)
             family = self.problem.family
             state = lbfgs_linear(y0, G_T, family.eq_rhs(xw), H_T, family.ineq_rhs(xw), self.output_box, s, val_tol,
                                  s.max_iter)

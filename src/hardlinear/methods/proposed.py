@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from hardlinear.layers.network import run_net
-from hardlinear.layers.refine import REFINEMENTS, blend_refined, pick_lowest_objective
+from hardlinear.layers.refine import REFINEMENTS, pick_lowest_objective
 from hardlinear.methods.base import Context, Method, NotApplicable, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
 from hardlinear.rules.checks import output_dtype_for
@@ -159,7 +159,7 @@ class Proposed(Method):
         if self.refiner is None:
             return self.layer(xw, y_task)
         if self.refine_pick == "refined":
-            return blend_refined(self.layer, xw, self.refiner(xw, y_task))
+            return self.layer(xw, self.refiner(xw, y_task))
         y, refined, alpha = pick_lowest_objective(self.layer, self.problem.objective, xw, y_task, self.refiner)
         self._picked = {"refined": refined, "alpha": alpha}
         return y

@@ -18,7 +18,7 @@ METHODS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
 ITERATIVE = {"apm", "eapm", "dc3", "optimizer", "optimizer_gurobi", "optimizer_osqp", "post_projection",
              "post_projection_gurobi", "post_projection_osqp", "pinet", "fsnet"}
 CORRECTIONS = {"apm", "eapm", "dc3"}  # iterate from the network's output until within tol
-HARD = {"proposed", "proposed_nopretrain", "ldr", "gauge"}  # feasible by construction: worst violations ~0
+HARD = {"proposed", "proposed_nopretrain", "proposed_refined", "ldr", "gauge"}  # feasible by construction: worst violations ~0
 ED_METHODS = ["e2elr", "ldf", "proposed", "proposed+slack_repair"]  # the economic dispatch's comparison (issue 42)
 SOLVER_TOL = {"projection_layer"}  # feasible up to its QP solver's tolerance (Clarabel through cvxpylayers)
 # (method, problem) pairs whose set-up raises NotApplicable (methods/base.py), with a phrase of their reason
@@ -103,7 +103,7 @@ def test_every_method_config_writes_a_full_row(workdir, method, problem):
         assert got["test/ineq_viol_worst"] <= 1e-5 and got["test/eq_viol_worst"] <= 1e-6
     if method == "pinet":  # the output is the equality projection of DR's sequence: equalities to rounding
         assert got["test/eq_viol_worst"] <= 1e-12 and got["test/iterations"] == cfg.method.n_iter_test
-    if method in {"proposed", "proposed_nopretrain"}:
+    if method in {"proposed", "proposed_nopretrain", "proposed_refined"}:
         assert 0.0 <= got["test/alpha_one_frac"] <= 1.0
 
 

@@ -33,6 +33,16 @@ log = logging.getLogger(__name__)
 TRAIN_INPUTS = ("auto", "box")
 SAMPLINGS = ("batches", "pass")
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+SCHEDULES = ("constant", "cosine")
+
+
+def scheduled_lr(cfg: TrainerConfig, epoch: int, first_objective_epoch: int) -> float:
+    """The learning rate of ``epoch``: ``cfg.lr`` throughout for ``constant`` and in pre-training; for ``cosine``,
+    ``lr (1 + cos(pi j / J)) / 2`` at the ``j``-th of the ``J`` objective-phase epochs (so the last is above 0)."""
+    if cfg.schedule == "constant" or epoch < first_objective_epoch:
+        return cfg.lr
+    span = max(cfg.epochs - first_objective_epoch, 1)
+    return 0.5 * cfg.lr * (1.0 + math.cos(math.pi * (epoch - first_objective_epoch) / span))
 
 
 class TrainingDiverged(RuntimeError):
@@ -67,6 +77,10 @@ class TrainerConfig:
     """Instances solved to fit supervised methods (post-projection, the optimizer's warm start)."""
     grad_clip: float | None = None
     """Clip the gradient norm (None: no clipping, as the paper)."""
+    schedule: str = "constant"
+    """``constant`` (the paper's) or ``cosine``: the learning rate falls from ``lr`` to 0 along a half cosine over
+    the objective phase's epochs (pre-training keeps ``lr``). Set from the epoch number at each epoch's start, so a
+    resumed run follows the same schedule. Not in conf/trainer, so existing identities stay: ``+trainer.schedule``."""
     keep: str = "best"
     """``best``: the weights of the lowest validation loss; ``last``: the final weights (what a peer's script that
     tests its last epoch reports, e.g. Pinet's e662b15 runs). Not in conf/trainer, so existing identities stay."""
@@ -105,6 +119,8 @@ class TrainerConfig:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}; got {self.optimizer!r}")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS}; got {self.sampling!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
 
 
 @dataclass
@@ -214,6 +230,8 @@ def train(
     bar = tqdm(range(start_epoch, cfg.epochs), desc=f"train {method.name}", disable=None if (cfg.progress and ctx.progress) else True, leave=False)  # None: off when not a terminal
     for epoch in bar:
         phase = "supervised" if method.supervised else ("pretrain" if has_pretrain and epoch < cfg.pretrain_epochs else "train")
+        for group in optimizer.param_groups:
+            group["lr"] = scheduled_lr(cfg, epoch, cfg.pretrain_epochs if has_pretrain else 0)
         # --- training ---
         method.train()
         running = 0.0
@@ -237,7 +255,8 @@ def train(
                 result.budget_spent = done < len(batches) or epoch < cfg.epochs - 1
                 break
         result.epochs += done / len(batches)
-        record = {"epoch": epoch, "phase": phase, "train/loss": running / done, "train/batches": done}
+        record = {"epoch": epoch, "phase": phase, "train/loss": running / done, "train/batches": done,
+                  "train/lr": optimizer.param_groups[0]["lr"]}
         record.update({f"train/{k}": v for k, v in method.after_epoch(epoch).items()})
         # --- validation (timed apart in val_time_s): the loss every epoch (checkpoint selection), the metrics, which
         # run the method's full inference (solvers, correction loops), every `val_every` epochs and at the end ---

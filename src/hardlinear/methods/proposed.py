@@ -82,6 +82,7 @@ class Proposed(Method):
         refine_omega: float = 1.7,
         refine_pick: str = "refined",
         slack_repair: bool = False,
+        refine_distance: float = 0.0,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -102,8 +103,17 @@ class Proposed(Method):
                 f"method.refine_pick={refine_pick} chooses between the raw and the refined output; set method.refine "
                 f"(e.g. method.refine=dr) or leave refine_pick at 'refined'"
             )
+        if not refine_distance >= 0:
+            raise ValueError(f"method.refine_distance must be >= 0 (a loss weight); got {refine_distance}")
+        if refine_distance > 0 and (refine == "none" or refine_pick != "refined"):
+            raise ValueError(
+                f"method.refine_distance={refine_distance:g} weighs the distance from the task output to its refinement; "
+                f"it needs method.refine set and refine_pick=refined (got refine={refine}, refine_pick={refine_pick})"
+            )
         self.refine_pick = refine_pick
         self.slack_repair = bool(slack_repair)
+        self.refine_distance = float(refine_distance)
+        self._distance: torch.Tensor | None = None  # refine_distance > 0, training: the last batch's ||y_task - refined||^2
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
         self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
         self.refiner = None
@@ -159,10 +169,24 @@ class Proposed(Method):
         if self.refiner is None:
             return self.layer(xw, y_task)
         if self.refine_pick == "refined":
-            return self.layer(xw, self.refiner(xw, y_task))
+            refined = self.refiner(xw, y_task)
+            if self.refine_distance > 0 and torch.is_grad_enabled():
+                self._distance = (y_task - refined.detach()).square().sum(dim=1)
+            return self.layer(xw, refined)
         y, refined, alpha = pick_lowest_objective(self.layer, self.problem.objective, xw, y_task, self.refiner)
         self._picked = {"refined": refined, "alpha": alpha}
         return y
+
+    def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The mean objective, plus with ``refine_distance`` that weight times the mean squared distance from the task
+        output to its refinement: zero for a task output already in C(x), so the objective's minimiser is unchanged,
+        but it pulls outputs that sit beyond a face back across it, where the projection's Jacobian gives the
+        objective no gradient along the face's normal (the plateaus of docs/peer_methods.md)."""
+        loss = super().loss(xi, y)
+        distance, self._distance = self._distance, None
+        if distance is not None and distance.shape[0] == y.shape[0]:
+            loss = loss + self.refine_distance * distance.mean()
+        return loss
 
     def regress(self, xi: torch.Tensor) -> torch.Tensor:
         return run_net(self.net, xi)
@@ -257,6 +281,8 @@ class Proposed(Method):
             parts.append(f"refine={self.refine}")
         if self.refine_pick != "refined":
             parts.append(f"pick={self.refine_pick}")
+        if self.refine_distance > 0:
+            parts.append(f"distance={self.refine_distance:g}")
         if self.slack_repair:
             parts.append("slack_repair")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))

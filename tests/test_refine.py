@@ -44,6 +44,9 @@ def _method(problem, tmp_path, **options) -> Proposed:
         ({"refine": "dr", "refine_sigma": 0.0}, "refine_sigma must be > 0"),
         ({"refine": "dr", "refine_pick": "best"}, "method.refine_pick must be one of"),
         ({"refine_pick": "objective"}, "set method.refine"),
+        ({"refine": "dr", "refine_distance": -1.0}, "refine_distance must be >= 0"),
+        ({"refine_distance": 1.0}, "needs method.refine set and refine_pick=refined"),
+        ({"refine": "dr", "refine_pick": "objective", "refine_distance": 1.0}, "needs method.refine set and refine_pick=refined"),
     ],
 )
 def test_bad_refine_options_fail_before_any_work(options, match):
@@ -244,3 +247,30 @@ def test_harness_runs_refined_proposed_and_records_not_applicable(tmp_path, refi
         got = mine.iloc[0]
         assert got["test/ineq_viol_worst"] == 0.0 and got["test/eq_viol_worst"] <= 1e-12
         assert math.isfinite(got["test/gap_mean"]) and f"refine={refine}" in got["variant"]
+
+
+def test_refine_distance_adds_its_weight_times_the_distance_and_keeps_outputs_feasible(small_qp, tmp_path):
+    """The loss is the mean objective plus ``refine_distance`` times the mean squared distance from the task output
+    to its (detached) refinement; in eval mode nothing is added, and outputs stay exactly feasible."""
+    from hardlinear.layers.network import run_net
+
+    xi = torch.as_tensor(small_qp.given_inputs["train"][:64], dtype=torch.float64)
+    plain = _method(small_qp, tmp_path, refine="dr", refine_steps=10).train()
+    pulled = _method(small_qp, tmp_path, refine="dr", refine_steps=10, refine_distance=2.5).train()
+    pulled.load_state_dict(plain.state_dict())
+    y = pulled(xi)
+    task = run_net(pulled.net, xi).to(torch.float64)
+    with torch.no_grad():
+        distance = (task - pulled.refiner(xi, task)).square().sum(dim=1).mean()
+    assert distance > 1e-3, "an untrained network's output should sit outside C(x)"
+    got, base = pulled.loss(xi, y), plain.loss(xi, plain(xi))
+    assert float(got - base) == pytest.approx(2.5 * float(distance), rel=1e-9)
+    got.backward()  # the distance reaches the network
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in pulled.net.parameters())
+    pulled.eval()
+    with torch.no_grad():
+        y_eval = pulled(xi)
+        assert float(pulled.loss(xi, y_eval)) == pytest.approx(float(small_qp.objective(xi, y_eval).mean()), rel=1e-12)
+    fam = small_qp.family
+    assert float(fam.ineq_resid(xi, y_eval).clamp(min=0).max()) == 0.0
+    assert float(fam.eq_resid(xi, y_eval).abs().max()) < 1e-10

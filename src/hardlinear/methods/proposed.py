@@ -42,6 +42,11 @@ rule's margin holds on the slack rows ``df >= 0`` too, so its safe point carries
 the thermal penalty, and any ``alpha > 0`` brings it in. No equality row involves the slack and every line row
 keeps holding, so the output stays exactly feasible and its objective only drops. NotApplicable elsewhere. Given as
 ``+method.slack_repair=true``: kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes.
+``+method.slack_repair=both`` also repairs the task output *before* the blend: after the equality projection
+(which moves only ``pg``: no equality row holds a slack) each slack is set to the smallest its line rows allow for
+the projected ``pg``, so the line rows cannot bind and only the generator bounds decide ``alpha``; the layer then
+blends as ever (a non-finite or overflowing task output still gets the rule's output), and the slack is repaired
+again after the blend. The fused path has no such step, so ``predict`` runs the network, the repair and the layer.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from hardlinear.rules.checks import output_dtype_for
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
 REFINE_PICKS = ("refined", "objective")
+SLACK_REPAIRS = {False: "none", True: "after", "none": "none", "after": "after", "both": "both"}
 
 
 class Proposed(Method):
@@ -81,7 +87,7 @@ class Proposed(Method):
         refine_sigma: float = 0.3,
         refine_omega: float = 1.7,
         refine_pick: str = "refined",
-        slack_repair: bool = False,
+        slack_repair: bool | str = False,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -103,7 +109,12 @@ class Proposed(Method):
                 f"(e.g. method.refine=dr) or leave refine_pick at 'refined'"
             )
         self.refine_pick = refine_pick
-        self.slack_repair = bool(slack_repair)
+        if isinstance(slack_repair, str):
+            slack_repair = {"true": True, "false": False}.get(slack_repair.lower(), slack_repair)
+        if slack_repair not in SLACK_REPAIRS:
+            raise ValueError(f"method.slack_repair must be true (after the blend), false or 'both' (before and after); got {slack_repair!r}")
+        self.slack_mode = SLACK_REPAIRS[slack_repair]
+        self.slack_repair = self.slack_mode != "none"
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
         self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
         self.refiner = None
@@ -155,6 +166,8 @@ class Proposed(Method):
     def _blend(self, xi: torch.Tensor) -> torch.Tensor:
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
+        if self.slack_mode == "both":  # the projected pg meets the balance; the slacks follow it
+            y_task = self.problem.repair_slack(xw, self.layer.project(xw, y_task))
         self._picked = None
         if self.refiner is None:
             return self.layer(xw, y_task)
@@ -213,7 +226,7 @@ class Proposed(Method):
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
         keys = ("alpha", "out_of_domain")
-        if self.fused_inference and not self.training and not torch.is_grad_enabled():
+        if self.fused_inference and self.slack_mode != "both" and not self.training and not torch.is_grad_enabled():
             fused = self.fused_module()
             y = fused(xi)
             stats = fused.stats(keys)
@@ -258,6 +271,6 @@ class Proposed(Method):
         if self.refine_pick != "refined":
             parts.append(f"pick={self.refine_pick}")
         if self.slack_repair:
-            parts.append("slack_repair")
+            parts.append("slack_repair" if self.slack_mode == "after" else "slack_repair=both")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
         return {"variant": " ".join(p for p in parts if p)}

@@ -139,11 +139,11 @@ def proposed_pair(ed):
     from hardlinear.methods.base import Context
     from hardlinear.methods.proposed import Proposed
 
-    after, both = Proposed(slack_repair=True), Proposed(slack_repair="both")
-    for m in (after, both):
+    methods = Proposed(slack_repair=True), Proposed(slack_repair="both"), Proposed(slack_repair="zero")
+    for m in methods:
         m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
         m.eval()
-    return after, both
+    return methods
 
 
 def _hostile_outputs(ed, batch: int) -> dict[str, torch.Tensor]:
@@ -156,12 +156,13 @@ def _hostile_outputs(ed, batch: int) -> dict[str, torch.Tensor]:
     return {"random": normal, "huge": 1e6 * normal, "enormous": 1e300 * normal, "nan": nan, "inf": inf}
 
 
+@pytest.mark.parametrize("mode", ["both", "zero"])
 @pytest.mark.parametrize("kind", ["random", "huge", "enormous", "nan", "inf"])
-def test_slack_repair_both_stays_exactly_feasible_under_hostile_task_outputs(ed, proposed_pair, kind):
-    """slack_repair=both (issue 42): the slack set before the blend changes nothing of the guarantee: every output is
-    finite and feasible (inequalities exactly, equalities to float64 rounding), NaN / inf / overflowing task rows
-    included, and the predict path (unfused) returns the same."""
-    _, both = proposed_pair
+def test_slack_set_before_the_blend_stays_exactly_feasible_under_hostile_task_outputs(ed, proposed_pair, kind, mode):
+    """slack_repair=both|zero (issue 42): the slack set before the blend changes nothing of the guarantee: every output
+    is finite and feasible (inequalities exactly, equalities to float64 rounding), NaN / inf / overflowing task rows
+    included, on the unfused predict path these modes take; the slack after the blend is the smallest."""
+    both = proposed_pair[1] if mode == "both" else proposed_pair[2]
     xi = torch.cat([ed.sample(24, torch.Generator().manual_seed(5)), torch.ones(4, ed.k), -torch.ones(4, ed.k)])
     both.net = _Fixed(_hostile_outputs(ed, xi.shape[0])[kind])
     with torch.no_grad():
@@ -179,7 +180,7 @@ def test_slack_repair_both_never_raises_alpha_and_the_after_repair_never_raises_
     """Before the blend the repair leaves pg (hence the generator-bound rows) as the projection made it and makes
     every line row hold, so alpha can only fall against the after-only repair of the same task output; the repair
     after the blend only lowers the slack, so it never raises the objective of the blend it is given."""
-    after, both = proposed_pair
+    after, both, _ = proposed_pair
     xi = ed.sample(64, torch.Generator().manual_seed(6))
     out = 3.0 * torch.randn(64, ed.n, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
     alphas = {}
@@ -200,3 +201,4 @@ def test_slack_repair_option_is_checked():
     with pytest.raises(ValueError, match="slack_repair must be"):
         Proposed(slack_repair="before")
     assert Proposed(slack_repair="true").slack_mode == "after" and Proposed(slack_repair="both").slack_mode == "both"
+    assert Proposed(slack_repair="zero").slack_mode == "zero"

@@ -46,7 +46,10 @@ keeps holding, so the output stays exactly feasible and its objective only drops
 (which moves only ``pg``: no equality row holds a slack) each slack is set to the smallest its line rows allow for
 the projected ``pg``, so the line rows cannot bind and only the generator bounds decide ``alpha``; the layer then
 blends as ever (a non-finite or overflowing task output still gets the rule's output), and the slack is repaired
-again after the blend. The fused path has no such step, so ``predict`` runs the network, the repair and the layer.
+again after the blend. ``+method.slack_repair=zero`` sets the task output's slack to zero instead: the line rows
+then bind in the blend like hard limits (the output lands on a line's limit, up to ``alpha`` times the rule's
+slack), and the slack is repaired after the blend. The fused path has neither step, so ``predict`` runs the network,
+the repair and the layer.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from hardlinear.rules.checks import output_dtype_for
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
 REFINE_PICKS = ("refined", "objective")
-SLACK_REPAIRS = {False: "none", True: "after", "none": "none", "after": "after", "both": "both"}
+SLACK_REPAIRS = {False: "none", True: "after", "none": "none", "after": "after", "both": "both", "zero": "zero"}
 
 
 class Proposed(Method):
@@ -112,7 +115,10 @@ class Proposed(Method):
         if isinstance(slack_repair, str):
             slack_repair = {"true": True, "false": False}.get(slack_repair.lower(), slack_repair)
         if slack_repair not in SLACK_REPAIRS:
-            raise ValueError(f"method.slack_repair must be true (after the blend), false or 'both' (before and after); got {slack_repair!r}")
+            raise ValueError(
+                f"method.slack_repair must be true (after the blend), false, 'both' (before and after) or 'zero' (no slack "
+                f"before the blend, repaired after); got {slack_repair!r}"
+            )
         self.slack_mode = SLACK_REPAIRS[slack_repair]
         self.slack_repair = self.slack_mode != "none"
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
@@ -168,6 +174,8 @@ class Proposed(Method):
         y_task = run_net(self.net, xi).to(self.layer_dtype)
         if self.slack_mode == "both":  # the projected pg meets the balance; the slacks follow it
             y_task = self.problem.repair_slack(xw, self.layer.project(xw, y_task))
+        elif self.slack_mode == "zero":  # no thermal slack: the blend holds the line rows as hard limits
+            y_task = self.problem.zero_slack(xw, self.layer.project(xw, y_task))
         self._picked = None
         if self.refiner is None:
             return self.layer(xw, y_task)
@@ -226,7 +234,7 @@ class Proposed(Method):
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
         keys = ("alpha", "out_of_domain")
-        if self.fused_inference and self.slack_mode != "both" and not self.training and not torch.is_grad_enabled():
+        if self.fused_inference and self.slack_mode not in ("both", "zero") and not self.training and not torch.is_grad_enabled():
             fused = self.fused_module()
             y = fused(xi)
             stats = fused.stats(keys)
@@ -271,6 +279,6 @@ class Proposed(Method):
         if self.refine_pick != "refined":
             parts.append(f"pick={self.refine_pick}")
         if self.slack_repair:
-            parts.append("slack_repair" if self.slack_mode == "after" else "slack_repair=both")
+            parts.append("slack_repair" if self.slack_mode == "after" else f"slack_repair={self.slack_mode}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
         return {"variant": " ".join(p for p in parts if p)}

@@ -185,6 +185,12 @@ class EconomicDispatch(Problem):
         pg = y[:, self.variable_slices()["pg"]]
         return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
 
+    def zero_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with every thermal slack set to zero (the line rows may then be
+        violated: the proposed method's blend holds them, ``slack_repair=zero``)."""
+        pg = y[:, self.variable_slices()["pg"]]
+        return self.to_form(xi, torch.cat([pg, torch.zeros_like(y[:, self.variable_slices()["df"]])], dim=1))
+
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
         return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty, self.thermal_penalty, self.name)

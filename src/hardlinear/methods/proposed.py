@@ -41,12 +41,13 @@ slack is lowered to the smallest value its rows allow given the other variables 
 rule's margin holds on the slack rows ``df >= 0`` too, so its safe point carries ``df >= t*`` on every line, paid at
 the thermal penalty, and any ``alpha > 0`` brings it in. No equality row involves the slack and every line row
 keeps holding, so the output stays exactly feasible and its objective only drops. NotApplicable elsewhere. Given as
-``+method.slack_repair=true``: kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes.
-``+method.slack_repair=both`` also repairs the task output *before* the blend: after the equality projection
+``+method.slack_repair=true``: kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes;
+on ``problem=ed`` ``conf/problem_method/ed_proposed.yaml`` sets ``both``, so there it is changed with ``++``.
+``slack_repair=both`` also repairs the task output *before* the blend: after the equality projection
 (which moves only ``pg``: no equality row holds a slack) each slack is set to the smallest its line rows allow for
 the projected ``pg``, so the line rows cannot bind and only the generator bounds decide ``alpha``; the layer then
 blends as ever (a non-finite or overflowing task output still gets the rule's output), and the slack is repaired
-again after the blend. ``+method.slack_repair=zero`` sets the task output's slack to zero instead: the line rows
+again after the blend. ``slack_repair=zero`` sets the task output's slack to zero instead: the line rows
 then bind in the blend like hard limits (the output lands on a line's limit, up to ``alpha`` times the rule's
 slack), and the slack is repaired after the blend. The fused path has neither step, so ``predict`` runs the network,
 the repair and the layer.

@@ -23,6 +23,10 @@ def case_key(case: str) -> tuple[int, str]:
     return (CASE_ORDER.index(name) if name in CASE_ORDER else len(CASE_ORDER), name)
 
 
+def pct(value: float) -> str:
+    return f"{value:.4f}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
 def table(df) -> str:
     df = df.assign(case=[p.replace("ed_", "", 1) + ("" if u is None or u != u or float(u) == 1.0 else f" (uncertainty {float(u):g})")
                          for p, u in zip(df["problem"].astype(str), df["uncertainty"])])
@@ -41,7 +45,7 @@ def table(df) -> str:
         best = min(feasible, key=lambda r: r[2])[0] if feasible else None
         for label, n, gap, worst, eq, ineq, ms, train in sorted(rows, key=lambda r: r[0]):
             mark = " **(best)**" if label == best else ""
-            lines.append(f"| {case} | {label}{mark} | {n} | {gap:,.3f} | {worst:,.3f} | {eq:.1e} | "
+            lines.append(f"| {case} | {label}{mark} | {n} | {pct(gap)} | {pct(worst)} | {eq:.1e} | "
                          f"{ineq:.1e} | {ms:.2f} | {train:.1f} |")
     other = df[df["status"].astype(str) != "ok"]
     if len(other):

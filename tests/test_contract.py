@@ -19,7 +19,7 @@ ITERATIVE = {"apm", "eapm", "dc3", "optimizer", "optimizer_gurobi", "optimizer_o
              "post_projection_gurobi", "post_projection_osqp", "pinet", "fsnet"}
 CORRECTIONS = {"apm", "eapm", "dc3"}  # iterate from the network's output until within tol
 HARD = {"proposed", "proposed_nopretrain", "proposed_refined", "ldr", "gauge"}  # feasible by construction: worst violations ~0
-ED_METHODS = ["e2elr", "ldf", "proposed", "proposed+slack_repair"]  # the economic dispatch's comparison (issue 42)
+ED_METHODS = ["e2elr", "ldf", "proposed", "proposed+slack_repair"]  # issue 42; proposed takes conf/problem_method/ed_proposed.yaml
 SOLVER_TOL = {"projection_layer"}  # feasible up to its QP solver's tolerance (Clarabel through cvxpylayers)
 # (method, problem) pairs whose set-up raises NotApplicable (methods/base.py), with a phrase of their reason
 NOT_APPLICABLE = {
@@ -113,7 +113,7 @@ def test_economic_dispatch_methods_write_a_full_row(workdir, method):
     by the slack, the proposed method exact on every row, LDF's violations recorded as measured."""
     overrides = [
         "problem=ed", "problem.case=pglib_opf_case14_ieee", f"method={method.split('+')[0]}", "trainer=fast", "progress=false",
-        *(["+method.slack_repair=true"] if method.endswith("slack_repair") else []),
+        *(["++method.slack_repair=true"] if method.endswith("slack_repair") else []),  # ed_proposed.yaml sets it (both)
         "data.val_size=16", "data.test_size=16", "eval.throughput_batch=64", "eval.warmup=1",
         f"cache_dir={workdir / 'cache'}", f"results_dir={workdir}",
     ]

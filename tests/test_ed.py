@@ -64,16 +64,22 @@ def test_reference_solves_are_feasible_with_the_smallest_slack(ed):
     assert torch.allclose(ed.objective(xi, y), torch.as_tensor(sol.objective), rtol=1e-9)
 
 
-def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack():
-    tight = build_problem("ed", case=CASE, thermal_penalty=1.0)
+@pytest.mark.parametrize("case", [CASE, "pglib_opf_case118_ieee"])
+def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack(case):
+    tight = build_problem("ed", case=case, thermal_penalty=1.0)
     net = tight.network
     gen = torch.Generator().manual_seed(2)
-    xi = tight.sample(32, gen)
+    xi = tight.sample(512, gen)
     pmin, pmax = torch.as_tensor(net.pmin), torch.as_tensor(net.pmax)
-    pg = pmin + torch.rand(32, len(pmin), generator=gen, dtype=torch.float64) * (pmax - pmin)
+    pg = pmin + torch.rand(512, len(pmin), generator=gen, dtype=torch.float64) * (pmax - pmin)
     pg, _ = proportional_response(pg, tight.loads(xi).sum(dim=1), pmin, pmax)
-    y = tight.to_form(xi, torch.cat([pg, tight.thermal_slack(xi, pg)], dim=1))
-    assert tight.ineq_resid(xi, y).max() <= 1e-12 and tight.eq_resid(xi, y).abs().max() <= 1e-12
+    df = tight.thermal_slack(xi, pg)
+    y = tight.to_form(xi, torch.cat([pg, df], dim=1))
+    # exactly: the slack's rounding guard covers the other sum by which the family evaluates the line rows
+    assert tight.ineq_resid(xi, y).max() <= 0.0 and tight.eq_resid(xi, y).abs().max() <= 1e-12
+    assert (df == 0).any()  # lines well inside their limit keep df exactly 0
+    if case != CASE:
+        assert (df > 0).any()  # case118: random dispatches overload some lines
 
 
 @pytest.mark.parametrize(
@@ -113,3 +119,86 @@ def test_slack_repair_is_refused_where_there_is_no_slack():
 
     with pytest.raises(NotApplicable, match="problem=ed has them"):
         Proposed(slack_repair=True).setup(build_problem("dcopf_14"), Context(cache_dir=None))
+
+
+class _Fixed(torch.nn.Module):
+    """A stand-in task network that returns a given output (hostile outputs for the layer's guarantee)."""
+
+    def __init__(self, out: torch.Tensor) -> None:
+        super().__init__()
+        self.out = out
+        self.dummy = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        return self.out[: xi.shape[0]].to(xi.dtype) + 0.0 * self.dummy
+
+
+@pytest.fixture(scope="module")
+def proposed_pair(ed):
+    """The proposed method with the slack repaired after the blend, and before and after (``both``), on one rule."""
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    methods = Proposed(slack_repair=True), Proposed(slack_repair="both"), Proposed(slack_repair="zero")
+    for m in methods:
+        m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+        m.eval()
+    return methods
+
+
+def _hostile_outputs(ed, batch: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(7)
+    normal = torch.randn(batch, ed.n, generator=gen, dtype=torch.float64)
+    nan = normal.clone()
+    nan[::3, 2] = float("nan")
+    inf = normal.clone()
+    inf[1::4, 0] = float("inf")
+    return {"random": normal, "huge": 1e6 * normal, "enormous": 1e300 * normal, "nan": nan, "inf": inf}
+
+
+@pytest.mark.parametrize("mode", ["both", "zero"])
+@pytest.mark.parametrize("kind", ["random", "huge", "enormous", "nan", "inf"])
+def test_slack_set_before_the_blend_stays_exactly_feasible_under_hostile_task_outputs(ed, proposed_pair, kind, mode):
+    """slack_repair=both|zero (issue 42): the slack set before the blend changes nothing of the guarantee: every output
+    is finite and feasible (inequalities exactly, equalities to float64 rounding), NaN / inf / overflowing task rows
+    included, on the unfused predict path these modes take; the slack after the blend is the smallest."""
+    both = proposed_pair[1] if mode == "both" else proposed_pair[2]
+    xi = torch.cat([ed.sample(24, torch.Generator().manual_seed(5)), torch.ones(4, ed.k), -torch.ones(4, ed.k)])
+    both.net = _Fixed(_hostile_outputs(ed, xi.shape[0])[kind])
+    with torch.no_grad():
+        y = both.predict(xi).y
+    assert torch.isfinite(y).all()
+    scale = 1.0 + ed.loads(xi).sum(dim=1, keepdim=True)
+    assert ed.ineq_resid(xi, y).max() <= 0.0
+    assert (ed.eq_resid(xi, y).abs() / scale).max() <= 1e-12
+    s = ed.variable_slices()
+    # the slack is the smallest its line rows allow
+    assert torch.allclose(y[:, s["df"]], ed.thermal_slack(xi, y[:, s["pg"]]), atol=1e-12)
+
+
+def test_slack_repair_both_never_raises_alpha_and_the_after_repair_never_raises_the_objective(ed, proposed_pair):
+    """Before the blend the repair leaves pg (hence the generator-bound rows) as the projection made it and makes
+    every line row hold, so alpha can only fall against the after-only repair of the same task output; the repair
+    after the blend only lowers the slack, so it never raises the objective of the blend it is given."""
+    after, both, _ = proposed_pair
+    xi = ed.sample(64, torch.Generator().manual_seed(6))
+    out = 3.0 * torch.randn(64, ed.n, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    alphas = {}
+    for m in (after, both):
+        m.net = _Fixed(out)
+        with torch.no_grad():
+            blend = m._blend(xi)
+            alphas[m.slack_mode] = m.layer.last_stats["alpha"]
+            repaired = ed.repair_slack(xi, blend)
+        assert (ed.objective(xi, repaired) <= ed.objective(xi, blend) + 1e-9 * ed.objective(xi, blend).abs()).all()
+    assert (alphas["both"] <= alphas["after"] + 1e-12).all()
+    assert (alphas["both"] < alphas["after"]).any()  # the line rows bound some of these random outputs
+
+
+def test_slack_repair_option_is_checked():
+    from hardlinear.methods.proposed import Proposed
+
+    with pytest.raises(ValueError, match="slack_repair must be"):
+        Proposed(slack_repair="before")
+    assert Proposed(slack_repair="true").slack_mode == "after" and Proposed(slack_repair="both").slack_mode == "both"
+    assert Proposed(slack_repair="zero").slack_mode == "zero"

@@ -41,7 +41,16 @@ slack is lowered to the smallest value its rows allow given the other variables 
 rule's margin holds on the slack rows ``df >= 0`` too, so its safe point carries ``df >= t*`` on every line, paid at
 the thermal penalty, and any ``alpha > 0`` brings it in. No equality row involves the slack and every line row
 keeps holding, so the output stays exactly feasible and its objective only drops. NotApplicable elsewhere. Given as
-``+method.slack_repair=true``: kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes.
+``+method.slack_repair=true``: kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes;
+on ``problem=ed`` ``conf/problem_method/ed_proposed.yaml`` sets ``both``, so there it is changed with ``++``.
+``slack_repair=both`` also repairs the task output *before* the blend: after the equality projection
+(which moves only ``pg``: no equality row holds a slack) each slack is set to the smallest its line rows allow for
+the projected ``pg``, so the line rows cannot bind and only the generator bounds decide ``alpha``; the layer then
+blends as ever (a non-finite or overflowing task output still gets the rule's output), and the slack is repaired
+again after the blend. ``slack_repair=zero`` sets the task output's slack to zero instead: the line rows
+then bind in the blend like hard limits (the output lands on a line's limit, up to ``alpha`` times the rule's
+slack), and the slack is repaired after the blend. The fused path has neither step, so ``predict`` runs the network,
+the repair and the layer.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ from hardlinear.rules.checks import output_dtype_for
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
 REFINE_PICKS = ("refined", "objective")
+SLACK_REPAIRS = {False: "none", True: "after", "none": "none", "after": "after", "both": "both", "zero": "zero"}
 
 
 class Proposed(Method):
@@ -81,7 +91,7 @@ class Proposed(Method):
         refine_sigma: float = 0.3,
         refine_omega: float = 1.7,
         refine_pick: str = "refined",
-        slack_repair: bool = False,
+        slack_repair: bool | str = False,
         refine_distance: float = 0.0,
     ) -> None:
         super().__init__()
@@ -111,9 +121,17 @@ class Proposed(Method):
                 f"it needs method.refine set and refine_pick=refined (got refine={refine}, refine_pick={refine_pick})"
             )
         self.refine_pick = refine_pick
-        self.slack_repair = bool(slack_repair)
         self.refine_distance = float(refine_distance)
         self._distance: torch.Tensor | None = None  # refine_distance > 0, training: the last batch's ||y_task - refined||^2
+        if isinstance(slack_repair, str):
+            slack_repair = {"true": True, "false": False}.get(slack_repair.lower(), slack_repair)
+        if slack_repair not in SLACK_REPAIRS:
+            raise ValueError(
+                f"method.slack_repair must be true (after the blend), false, 'both' (before and after) or 'zero' (no slack "
+                f"before the blend, repaired after); got {slack_repair!r}"
+            )
+        self.slack_mode = SLACK_REPAIRS[slack_repair]
+        self.slack_repair = self.slack_mode != "none"
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
         self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
         self.refiner = None
@@ -165,6 +183,10 @@ class Proposed(Method):
     def _blend(self, xi: torch.Tensor) -> torch.Tensor:
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
+        if self.slack_mode == "both":  # the projected pg meets the balance; the slacks follow it
+            y_task = self.problem.repair_slack(xw, self.layer.project(xw, y_task))
+        elif self.slack_mode == "zero":  # no thermal slack: the blend holds the line rows as hard limits
+            y_task = self.problem.zero_slack(xw, self.layer.project(xw, y_task))
         self._picked = None
         if self.refiner is None:
             return self.layer(xw, y_task)
@@ -237,7 +259,7 @@ class Proposed(Method):
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
         keys = ("alpha", "out_of_domain")
-        if self.fused_inference and not self.training and not torch.is_grad_enabled():
+        if self.fused_inference and self.slack_mode not in ("both", "zero") and not self.training and not torch.is_grad_enabled():
             fused = self.fused_module()
             y = fused(xi)
             stats = fused.stats(keys)
@@ -284,6 +306,6 @@ class Proposed(Method):
         if self.refine_distance > 0:
             parts.append(f"distance={self.refine_distance:g}")
         if self.slack_repair:
-            parts.append("slack_repair")
+            parts.append("slack_repair" if self.slack_mode == "after" else f"slack_repair={self.slack_mode}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))
         return {"variant": " ".join(p for p in parts if p)}

@@ -187,7 +187,7 @@ def test_slack_repair_both_never_raises_alpha_and_the_after_repair_never_raises_
     for m in (after, both):
         m.net = _Fixed(out)
         with torch.no_grad():
-            blend = m._blend(xi)
+            blend = m.blend(xi)
             alphas[m.slack_mode] = m.layer.last_stats["alpha"]
             repaired = ed.repair_slack(xi, blend)
         assert (ed.objective(xi, repaired) <= ed.objective(xi, blend) + 1e-9 * ed.objective(xi, blend).abs()).all()

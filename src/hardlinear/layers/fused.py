@@ -798,12 +798,7 @@ class LayerPath(nn.Module):
         self.reason = reason
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        from hardlinear.layers.network import run_net
-
-        method = self._method[0]
-        if getattr(method, "refiner", None) is not None:
-            return method(xi)  # network, refinement, layer
-        return method.layer(xi.to(method.layer_dtype), run_net(method.net, xi).to(method.layer_dtype))
+        return self._method[0].blend(xi)  # network (slack step, refinement), layer
 
     def stats(self, keys: tuple[str, ...] = STATS) -> dict[str, torch.Tensor]:
         """The named statistics of the layer's last call (all of them are computed: the layer's own way)."""
@@ -827,8 +822,9 @@ def fuse(method, rule_tol: float = RULE_TOL) -> nn.Module:
     Both map ``xi -> y`` like ``method(xi)`` at inference and expose ``stats(keys)`` and ``last_stats``.
     """
     try:
-        if getattr(method, "refiner", None) is not None:
-            raise NotFusable(f"method.refine={method.refine}: the fused path has no refinement step")
+        reason = method.unfusable_reason()
+        if reason is not None:
+            raise NotFusable(reason)
         return FusedProposed(method.problem.family, method.net, method.layer, method.layer_dtype, rule_tol)
     except NotFusable as err:
         name = f"{getattr(method.problem, 'name', '?')} ({getattr(method.problem, 'form', '?')})"

@@ -131,7 +131,6 @@ class Proposed(Method):
                 f"before the blend, repaired after); got {slack_repair!r}"
             )
         self.slack_mode = SLACK_REPAIRS[slack_repair]
-        self.slack_repair = self.slack_mode != "none"
         self.refine, self.refine_steps, self.refine_eval_steps = refine, int(refine_steps), refine_eval_steps
         self.refine_sigma, self.refine_omega = float(refine_sigma), float(refine_omega)
         self.refiner = None
@@ -176,11 +175,26 @@ class Proposed(Method):
             self.refiner.to(ctx.device)
         return offline
 
+    @property
+    def slack_repair(self) -> bool:
+        """Whether the slacks are repaired after the blend (every ``slack_repair`` mode but ``none``)."""
+        return self.slack_mode != "none"
+
+    def unfusable_reason(self) -> str | None:
+        """Why the fused path (:func:`hardlinear.layers.fused.fuse`) cannot compute :meth:`blend` (None: it can)."""
+        if self.refiner is not None:
+            return f"method.refine={self.refine}: the fused path has no refinement step"
+        if self.slack_mode in ("both", "zero"):
+            return f"method.slack_repair={self.slack_mode}: the fused path has no slack step before the blend"
+        return None
+
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        y = self._blend(xi)
+        y = self.blend(xi)
         return self.problem.repair_slack(xi.to(y.dtype), y) if self.slack_repair else y
 
-    def _blend(self, xi: torch.Tensor) -> torch.Tensor:
+    def blend(self, xi: torch.Tensor) -> torch.Tensor:
+        """The output before the after-blend slack repair: the network, the optional slack step and refinement, and
+        the layer. What the fused path computes, and what it runs unfused when it cannot (``unfusable_reason``)."""
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
         if self.slack_mode == "both":  # the projected pg meets the balance; the slacks follow it
@@ -259,7 +273,7 @@ class Proposed(Method):
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:
         keys = ("alpha", "out_of_domain")
-        if self.fused_inference and self.slack_mode not in ("both", "zero") and not self.training and not torch.is_grad_enabled():
+        if self.fused_inference and not self.training and not torch.is_grad_enabled():
             fused = self.fused_module()
             y = fused(xi)
             stats = fused.stats(keys)

@@ -189,7 +189,7 @@ class EconomicDispatch(Problem):
         """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with every thermal slack set to zero (the line rows may then be
         violated: the proposed method's blend holds them, ``slack_repair=zero``)."""
         pg = y[:, self.variable_slices()["pg"]]
-        return self.to_form(xi, torch.cat([pg, torch.zeros_like(y[:, self.variable_slices()["df"]])], dim=1))
+        return self.to_form(xi, torch.cat([pg, pg.new_zeros(pg.shape[0], len(self.limited))], dim=1))
 
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""

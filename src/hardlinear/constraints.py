@@ -291,6 +291,29 @@ class InputDependentFamily(ConstraintFamily):
         return sp.csr_matrix(G), self.B_eq @ x, sp.csr_matrix(H), self.B_ineq @ x
 
 
+def constant_variable_bounds(family: ConstraintFamily) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)``, each ``(n,)``: the bounds on single variables that hold for every input, read from the rows
+    with one nonzero coefficient and a constant right-hand side (``a y_j <= h``; ``a y_j = g`` fixes ``y_j``);
+    ``-inf`` / ``inf`` where no such row bounds a variable, and everywhere for an input-dependent family. Other
+    rows may bound the variables further; these are only the box the family states outright."""
+    lo, hi = np.full(family.n, -np.inf), np.full(family.n, np.inf)
+    if not isinstance(family, JointlyLinearFamily):
+        return lo, hi
+    for rows, rhs, equal in ((family.H, family.B_ineq, False), (family.G, family.B_eq, True)):
+        rows = sp.csr_matrix(rows)
+        single = (np.diff(rows.indptr) == 1) & ~np.any(rhs[:, 1:] != 0, axis=1)
+        for i in np.flatnonzero(single):
+            j, a = rows.indices[rows.indptr[i]], rows.data[rows.indptr[i]]
+            if a == 0:
+                continue
+            value = rhs[i, 0] / a
+            if equal or a > 0:
+                hi[j] = min(hi[j], value)
+            if equal or a < 0:
+                lo[j] = max(lo[j], value)
+    return lo, hi
+
+
 def standard_form(compact: ConstraintFamily) -> ConstraintFamily:
     """The paper's standard form of a compact family: one slack per inequality row.
 

@@ -107,7 +107,7 @@ class NotFusable(ValueError):
 def fold_network(net: nn.Module) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]:
     """``(hidden, last)``: the eval-mode network as ReLU layers ``[(W, b), ...]`` and a last affine ``(W, b)``,
     all float64, with ``Standardize`` and batch normalisation folded in. Raises NotFusable for other modules."""
-    from hardlinear.layers.network import MLP, Standardize
+    from hardlinear.layers.network import MLP, OutputAffine, Standardize
 
     seq = net.net if isinstance(net, MLP) else net
     if not isinstance(seq, nn.Sequential):
@@ -140,6 +140,12 @@ def fold_network(net: nn.Module) -> tuple[list[tuple[torch.Tensor, torch.Tensor]
                 shift = shift + mod.bias.detach().double()
             stages[-1][0] = stages[-1][0] * scale[:, None]
             stages[-1][1] = stages[-1][1] * scale + shift
+        elif isinstance(mod, OutputAffine):
+            if not stages or stages[-1][2]:
+                raise NotFusable("an output scaling that does not follow a linear layer")
+            scale = mod.scale.detach().double()
+            stages[-1][0] = stages[-1][0] * scale[:, None]
+            stages[-1][1] = stages[-1][1] * scale + mod.offset.detach().double()
         elif isinstance(mod, nn.ReLU):
             if not stages:
                 raise NotFusable("ReLU before the first linear layer")

@@ -33,6 +33,11 @@ only the refinement's residual, exactly.
   where the inequality rows on the free variables have full row rank. Its corrected rows sit on their bounds
   (no margin), so a float64 evaluation may read them ~1e-16 over (the rounding of the evaluation itself).
 
+* ``problem``: the problem's own exact map onto (a part of) ``C(x)``, where it has one in closed form
+  (``Problem.exact_refinement``; :class:`ProblemRefinement`). ``problem=ed``: the dispatch's Euclidean projection
+  onto the generator limits and the power balance, with the smallest thermal slack, so each generator keeps its
+  own limit where one ``alpha`` would pull them all inwards.
+
 Applicability: ``dr`` on any family: with a constant ``G`` and ``H`` in the null-space coordinates above; with
 an input-dependent ``G(x)`` or ``H(x)`` (the portfolio) in the full space with a projector formed per input
 (:class:`InputDependentDouglasRachford`, ``n <= 512``). ``pinet`` and ``hardnet`` need constant rows (else
@@ -51,7 +56,7 @@ from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate
 from hardlinear.layers.equality import Float64Constants, constant_lhs
 from hardlinear.layers.peers.reduced import ReducedInequalities
 
-REFINEMENTS = ("none", "dr", "pinet", "hardnet")
+REFINEMENTS = ("none", "dr", "pinet", "hardnet", "problem")
 ZERO_ROW_RTOL = 1e-10
 """A row of ``M = H N`` shorter than this times ``|H_i|`` is a zero row (``refine=dr``): rounding, not a direction."""
 
@@ -300,15 +305,43 @@ class HardNetRefinement(nn.Module):
         return self.correction(xi, (y - red.particular(xi, y)) @ N)
 
 
+class ProblemRefinement(nn.Module):
+    """``forward(xi, y) -> (B, n)``: a problem's ``exact_refinement(xi, y)`` (``refine=problem``), one step, no
+    parameters; ``snapshots`` is that one output, so ``refine_pick=objective`` works with it too."""
+
+    def __init__(self, problem) -> None:  # noqa: ANN001 - any Problem with exact_refinement
+        super().__init__()
+        if not callable(getattr(problem, "exact_refinement", None)):
+            raise NotApplicable(
+                f"refine=problem uses the problem's own exact map onto C(x) (Problem.exact_refinement); {problem.name} "
+                f"has none (problem=ed has one); use refine=dr, which applies to any family"
+            )
+        self.problem_name = problem.name
+        self._map = problem.exact_refinement
+
+    def extra_repr(self) -> str:
+        return f"{self.problem_name}.exact_refinement"
+
+    def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self._map(xi, y)
+
+    def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        return [self(xi, y)]
+
+
 def build_refinement(
     kind: str, family: ConstraintFamily, steps: int = 10, eval_steps: int | None = None, sigma: float = 1.0,
-    omega: float = 1.7,
+    omega: float = 1.7, problem=None,  # noqa: ANN001 - the Problem, for kind="problem"
 ) -> nn.Module | None:
     """The refinement module named ``kind`` (None for ``"none"``); raises NotApplicable where it does not apply."""
     if kind not in REFINEMENTS:
         raise ValueError(f"refine must be one of {REFINEMENTS}; got {kind!r}")
     if kind == "none":
         return None
+    if kind == "problem":
+        if problem is None:
+            raise ValueError("refine=problem needs the problem (build_refinement(..., problem=problem))")
+        return ProblemRefinement(problem)
     if kind == "dr":
         if family.input_dependent_lhs:
             return InputDependentDouglasRachford(family, steps, eval_steps, sigma, omega)

@@ -20,7 +20,9 @@ with the unfused layer's to ~1e-13 relative in float64 (tests/test_fused.py).
 ``refine`` (issue 28): a differentiable refinement of the task output *before* the equality projection and the
 blend (:mod:`hardlinear.layers.refine`): ``none`` (the paper), ``dr`` (``refine_steps`` Douglas-Rachford steps
 towards the projection onto ``C(x)``, ``refine_eval_steps`` at inference; step ``refine_sigma``, relaxation
-``refine_omega``), ``pinet`` (the same with Pinet's module: full space, Ruiz, implicit backward) or ``hardnet`` (HardNet-Aff's closed-form correction). The blend still makes every output
+``refine_omega``), ``pinet`` (the same with Pinet's module: full space, Ruiz, implicit backward) ``hardnet`` (HardNet-Aff's closed-form correction) or ``problem`` (the problem's own exact map,
+``Problem.exact_refinement``: on ``problem=ed`` the dispatch's projection onto the generator limits and the
+balance, with the smallest thermal slack; issue 42). The blend still makes every output
 exactly feasible, so the guarantee is the layer's whatever the refinement does (NaN, overflow, too few steps);
 ``alpha`` is left only the refinement's residual. Where a refinement does not apply (an input-dependent ``G`` or
 ``H``; HardNet's rank condition) ``setup`` raises NotApplicable. The fused path does not include a refinement:
@@ -51,6 +53,11 @@ again after the blend. ``slack_repair=zero`` sets the task output's slack to zer
 then bind in the blend like hard limits (the output lands on a line's limit, up to ``alpha`` times the rule's
 slack), and the slack is repaired after the blend. The fused path has neither step, so ``predict`` runs the network,
 the repair and the layer.
+
+``output_scale`` (issue 42): the task network's outputs in units of each variable's range: an
+:class:`~hardlinear.layers.network.OutputAffine` after the last layer maps ``z`` to ``mid + half_range * z`` on the
+variables the compact constraints bound outright (generator limits), the others unscaled; folded into the last
+linear layer by the fused path.
 """
 
 from __future__ import annotations
@@ -58,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hardlinear.layers.network import run_net
+from hardlinear.layers.network import run_net, scale_outputs
 from hardlinear.layers.refine import REFINEMENTS, pick_lowest_objective
 from hardlinear.methods.base import Context, Method, NotApplicable, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
@@ -93,6 +100,7 @@ class Proposed(Method):
         refine_pick: str = "refined",
         slack_repair: bool | str = False,
         refine_distance: float = 0.0,
+        output_scale: bool = False,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -121,6 +129,7 @@ class Proposed(Method):
                 f"it needs method.refine set and refine_pick=refined (got refine={refine}, refine_pick={refine_pick})"
             )
         self.refine_pick = refine_pick
+        self.output_scale = bool(output_scale)
         self.refine_distance = float(refine_distance)
         self._distance: torch.Tensor | None = None  # refine_distance > 0, training: the last batch's ||y_task - refined||^2
         if isinstance(slack_repair, str):
@@ -158,7 +167,8 @@ class Proposed(Method):
             )
         # Before the rule: a refinement that does not apply (NotApplicable) should cost nothing.
         self.refiner = build_refinement(
-            self.refine, problem.family, self.refine_steps, self.refine_eval_steps, self.refine_sigma, self.refine_omega
+            self.refine, problem.family, self.refine_steps, self.refine_eval_steps, self.refine_sigma, self.refine_omega,
+            problem=problem,
         )
         self.rule, offline = load_rule(
             problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype,
@@ -167,6 +177,8 @@ class Proposed(Method):
         self.t_star = float(self.rule.t_star)
         self.layer_dtype = output_dtype_for(problem, self.rule, self.layer_dtype, self.name)
         self.net = ctx.make_mlp(problem.box, problem.n).to(ctx.device, ctx.dtype)
+        if self.output_scale:
+            self.net = scale_outputs(self.net, *self._output_bounds(problem))
         # "project" is handled here (it needs a solver); the layer itself only counts those inputs then.
         policy = "count" if self.out_of_domain == "project" else self.out_of_domain
         self.layer = FeasibilityLayer(problem.family, self.rule, gradient=self.gradient, out_of_domain=policy)
@@ -174,6 +186,16 @@ class Proposed(Method):
         if self.refiner is not None:
             self.refiner.to(ctx.device)
         return offline
+
+    @staticmethod
+    def _output_bounds(problem) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+        """The box the compact constraints state on each original variable (``output_scale``); the form's appended
+        slacks are left unscaled."""
+        from hardlinear.constraints import constant_variable_bounds
+
+        lo, hi = constant_variable_bounds(problem.compact)
+        pad = np.full(problem.n - len(lo), np.inf)
+        return np.r_[lo, -pad], np.r_[hi, pad]
 
     @property
     def slack_repair(self) -> bool:
@@ -319,6 +341,8 @@ class Proposed(Method):
             parts.append(f"pick={self.refine_pick}")
         if self.refine_distance > 0:
             parts.append(f"distance={self.refine_distance:g}")
+        if self.output_scale:
+            parts.append("output_scale")
         if self.slack_repair:
             parts.append("slack_repair" if self.slack_mode == "after" else f"slack_repair={self.slack_mode}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))

@@ -44,6 +44,7 @@ import torch
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
+from hardlinear.problems.dispatch_projection import project_box_sum
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
@@ -190,6 +191,24 @@ class EconomicDispatch(Problem):
         violated: the proposed method's blend holds them, ``slack_repair=zero``)."""
         pg = y[:, self.variable_slices()["pg"]]
         return self.to_form(xi, torch.cat([pg, pg.new_zeros(pg.shape[0], len(self.limited))], dim=1))
+
+    def exact_refinement(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, n)``: ``y``'s dispatch moved to its Euclidean projection onto the generator
+        limits and the power balance (:func:`~hardlinear.problems.dispatch_projection.project_box_sum`; fixed
+        generators at their value), with the smallest thermal slack for it: a point of ``C(x)`` up to rounding,
+        whose generators sit at their own limits where the projection puts them (the proposed method's
+        ``refine=problem``). Differentiable in ``y``."""
+        net, sl = self.network, self.variable_slices()
+        pg = y[:, sl["pg"]]
+        fixed = net.pmin == net.pmax
+        free = torch.as_tensor(~fixed, device=pg.device)
+        lo, hi = (self._tensor(key, v[~fixed], pg) for key, v in (("pmin_free", net.pmin), ("pmax_free", net.pmax)))
+        pmin = self._tensor("pmin", net.pmin, pg)
+        total = self.loads(xi.to(pg.dtype)).sum(dim=1) - pmin[~free].sum()
+        pg_free = project_box_sum(pg[:, free], total, lo, hi)
+        pg = pmin.expand_as(pg).clone()
+        pg[:, free] = pg_free
+        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
 
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""

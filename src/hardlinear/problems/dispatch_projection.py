@@ -1,0 +1,107 @@
+"""The Euclidean projection onto a box cut by one sum, ``{p : sum p = total, lo <= p <= hi}``, batched and
+differentiable: the generator limits and the power balance of an economic dispatch.
+
+Why: at a dispatch's optimum most generators sit at a limit (a vertex). A map that sends the task network's
+output onto that set exactly keeps each generator at its own limit, where the blend's single ``alpha`` would pull
+all of them towards the rule's interior point together (docs/peer_methods.md, "Economic dispatch").
+
+The projection is ``p_i = clip(q_i - lam, lo_i, hi_i)`` with the scalar ``lam`` at which the sum meets ``total``
+(the KKT conditions of ``min ||p - q||^2``; ``sum clip(q - lam)`` falls monotonically in ``lam``). ``lam`` is
+bracketed by bisection (no gradient), which fixes which coordinates sit at a limit; then, with that set held,
+``lam = (sum_free q + sum_limits - total) / |free|`` is computed again *with* the gradient. At the solution
+both give the same value, and the second's derivative is the projection's own Jacobian where the set is
+locally constant (almost everywhere): ``dp/dq = D - D 1 1' D / |free|``, ``D`` the indicator of the free
+coordinates. Rounding leaves the sum within a few ulps of ``total`` and a free coordinate within ulps of its
+limit; whatever a caller needs exactly is the job of what comes after (the proposed method's blend).
+
+``gradient="inward"`` (the default) changes only the backward pass. The exact Jacobian is zero on a coordinate at
+its limit, so a generator that lands at a limit early in training (all of them start near the middle of the
+box, the balance's shift sends the small ones to a limit) never leaves it: driving the projection's input
+straight to the LP optimum of ``pglib_opf_case118_ieee`` with Adam stalls at a 17.6 % gap with expensive units
+held at their maximum. ``inward`` also passes the gradient of a coordinate at its limit when a descent step would
+move it back inside (at ``hi`` a positive, at ``lo`` a negative component, measured after the balance's mean is
+removed), the way E2ELR's sigmoid never stops the gradient; it never passes the one pushing it further out, so
+an output at its limit does not drift. The same Adam run reaches 0.18 % (2,000 steps, 64 inputs).
+"""
+
+from __future__ import annotations
+
+import torch
+
+BISECTION_STEPS = 80
+"""Halvings of the bracket on ``lam``: 2^-80 of its width, below float64's resolution of ``q``."""
+
+
+GRADIENTS = ("inward", "exact")
+
+
+def project_box_sum(
+    q: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, gradient: str = "inward"
+) -> torch.Tensor:
+    """``q: (B, G), total: (B,), lo, hi: (G,) -> (B, G)``: the nearest point of ``{sum p = total, lo <= p <= hi}``.
+
+    Where ``total`` lies outside ``[sum lo, sum hi]`` the set is empty and the result is ``lo`` (``hi``) for every
+    coordinate: the nearest point of the box to the hyperplane. ``gradient``: ``"inward"`` or ``"exact"`` (module
+    docstring); no gradient reaches ``total``, ``lo`` or ``hi``.
+    """
+    if gradient not in GRADIENTS:
+        raise ValueError(f"gradient must be one of {GRADIENTS}; got {gradient!r}")
+    if gradient == "inward":
+        return _InwardProjection.apply(q, total.detach(), lo, hi)
+    return _project(q, total.detach(), lo, hi)
+
+
+class _InwardProjection(torch.autograd.Function):
+    """The projection's value; in the backward pass, the balance's Jacobian on the free coordinates and on those at
+    a limit whose gradient would move them back inside (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        with torch.no_grad():
+            p = _project(q, total, lo, hi)
+        ctx.save_for_backward(p, lo, hi)
+        return p
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # noqa: ANN001, ANN205 - torch's signature
+        p, lo, hi = ctx.saved_tensors
+        at_lo, at_hi = p <= lo, p >= hi
+        free = ~(at_lo | at_hi)
+        centred = grad - _mean_over(grad, free)
+        active = free | (at_hi & (centred > 0)) | (at_lo & (centred < 0))
+        return torch.where(active, grad - _mean_over(grad, active), torch.zeros_like(grad)), None, None, None
+
+
+def _mean_over(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(B, G), (B, G) bool -> (B, 1)``: each row's mean of ``values`` where ``mask`` (0 where none)."""
+    return (values * mask).sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)
+
+
+def _project(q: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """The projection with the exact Jacobian (autograd through the second ``lam``)."""
+    if q.dim() != 2 or total.shape != q.shape[:1] or lo.shape != q.shape[1:] or hi.shape != q.shape[1:]:
+        raise ValueError(f"need q (B, G), total (B,), lo and hi (G,); got {tuple(q.shape)}, {tuple(total.shape)}, {tuple(lo.shape)}, {tuple(hi.shape)}")
+    if bool((lo > hi).any()):
+        raise ValueError("every lower limit must be at most its upper limit")
+    with torch.no_grad():
+        q0 = q.detach()
+        lam_lo = (q0 - hi).amin(dim=1)  # sum clip(q - lam_lo) = sum hi >= total
+        lam_hi = (q0 - lo).amax(dim=1)  # sum clip(q - lam_hi) = sum lo <= total
+        target = total
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lam_lo + lam_hi)
+            above = torch.clamp(q0 - mid.unsqueeze(1), lo, hi).sum(dim=1) > target
+            lam_lo, lam_hi = torch.where(above, mid, lam_lo), torch.where(above, lam_hi, mid)
+        lam = 0.5 * (lam_lo + lam_hi)
+        shifted = q0 - lam.unsqueeze(1)
+        # an unreachable total: every coordinate at the nearer limits (bisection's lam sits on a breakpoint there)
+        below, above = (target <= lo.sum()).unsqueeze(1), (target >= hi.sum()).unsqueeze(1)
+        at_lo, at_hi = (shifted <= lo) | below, ((shifted >= hi) | above) & ~below
+        free = ~(at_lo | at_hi)
+        n_free = free.sum(dim=1)
+    limits = torch.where(at_lo, lo, torch.where(at_hi, hi, torch.zeros_like(q)))
+    # lam again, with the gradient, for the limits held: the value bisection found, the Jacobian of the projection
+    lam_exact = ((q * free).sum(dim=1) + limits.sum(dim=1) - total) / n_free.clamp(min=1)
+    lam_used = torch.where(n_free > 0, lam_exact, lam.to(q.dtype))
+    # the clamp only removes rounding (a free coordinate a few ulps past its limit); it passes the gradient inside
+    return torch.where(free, torch.clamp(q - lam_used.unsqueeze(1), lo, hi), limits)

@@ -1,0 +1,167 @@
+"""The projection onto a box cut by one sum (hardlinear.problems.dispatch_projection) and ``refine=problem`` on
+the economic dispatch (issue 42): the projection is checked against its KKT conditions and a real QP solver, its
+two backward passes against their definitions, and the refined proposed method against the guarantee."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import torch
+
+from hardlinear.problems import build_problem
+from hardlinear.problems.dispatch_projection import project_box_sum
+
+
+def _instance(batch: int = 6, g: int = 9, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    lo = torch.rand(g, generator=gen, dtype=torch.float64)
+    hi = lo + 0.2 + torch.rand(g, generator=gen, dtype=torch.float64)
+    q = 3.0 * torch.randn(batch, g, generator=gen, dtype=torch.float64)
+    total = lo.sum() + (hi - lo).sum() * torch.rand(batch, generator=gen, dtype=torch.float64)
+    return q, total, lo, hi
+
+
+def test_the_output_meets_the_projections_kkt_conditions():
+    """Feasible (the sum to rounding, the limits exactly), and one shift lam with p = q - lam on the free
+    coordinates, q - lam <= lo where p = lo and >= hi where p = hi: the optimality conditions of min ||p - q||^2."""
+    q, total, lo, hi = _instance(batch=64)
+    p = project_box_sum(q, total, lo, hi)
+    assert ((p >= lo) & (p <= hi)).all()
+    assert torch.allclose(p.sum(dim=1), total, rtol=0, atol=1e-13)
+    free = (p > lo) & (p < hi)
+    assert free.any(dim=1).all()
+    lam = ((q - p) * free).sum(dim=1) / free.sum(dim=1)
+    assert torch.allclose((q - p)[free], lam.unsqueeze(1).expand_as(q)[free], atol=1e-12)
+    shifted = q - lam.unsqueeze(1)
+    assert (shifted[p == lo] <= lo.expand_as(q)[p == lo] + 1e-12).all()
+    assert (shifted[p == hi] >= hi.expand_as(q)[p == hi] - 1e-12).all()
+
+
+def test_it_agrees_with_a_qp_solver():
+    q, total, lo, hi = _instance(batch=4, seed=3)
+    p = project_box_sum(q, total, lo, hi)
+    for b in range(len(q)):
+        x = cp.Variable(q.shape[1])
+        constraints = [cp.sum(x) == total[b].item(), x >= lo.numpy(), x <= hi.numpy()]
+        cp.Problem(cp.Minimize(cp.sum_squares(x - q[b].numpy())), constraints).solve(
+            solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12
+        )
+        np.testing.assert_allclose(p[b].numpy(), x.value, atol=1e-7)
+
+
+def test_an_unreachable_total_puts_every_coordinate_at_the_nearer_limits():
+    q, _, lo, hi = _instance(batch=2)
+    total = torch.tensor([lo.sum() - 1.0, hi.sum() + 1.0], dtype=torch.float64)
+    p = project_box_sum(q, total, lo, hi)
+    assert torch.equal(p[0], lo) and torch.equal(p[1], hi)
+
+
+def test_the_exact_backward_is_the_projections_jacobian():
+    q, total, lo, hi = _instance(batch=3, g=6, seed=1)
+    assert torch.autograd.gradcheck(lambda v: project_box_sum(v, total, lo, hi, "exact"), (q.clone().requires_grad_(),))
+
+
+def test_the_inward_backward_passes_only_gradients_that_leave_a_limit():
+    """Same value as the exact one; on free coordinates the same gradient when no limit coordinate joins; a
+    coordinate at its upper limit gets the (mean-free) gradient when descent lowers it, none when descent would
+    raise it further."""
+    lo, hi = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    q = torch.tensor([[5.0, 0.3, 0.2]], dtype=torch.float64, requires_grad=True)  # coordinate 0 clipped at 1
+    total = torch.tensor([1.5], dtype=torch.float64)
+    p_in = project_box_sum(q, total, lo, hi)
+    p_ex = project_box_sum(q, total, lo, hi, "exact")
+    assert torch.equal(p_in, p_ex) and p_in[0, 0] == 1.0
+    # descent on +w.p lowers coordinate 0 when its weight exceeds the others': the gradient passes
+    (g_in,) = torch.autograd.grad((p_in * torch.tensor([[3.0, 1.0, 1.0]])).sum(), q)
+    (g_ex,) = torch.autograd.grad((p_ex * torch.tensor([[3.0, 1.0, 1.0]])).sum(), q)
+    assert g_ex[0, 0] == 0.0 and g_in[0, 0] > 0.0
+    assert torch.allclose(g_in.sum(), torch.zeros((), dtype=torch.float64))  # the balance's direction removed
+    # a weight below the others' would raise it past its limit: blocked, as in the exact Jacobian
+    (g_in,) = torch.autograd.grad((project_box_sum(q, total, lo, hi) * torch.tensor([[-1.0, 1.0, 2.0]])).sum(), q)
+    (g_ex,) = torch.autograd.grad((project_box_sum(q, total, lo, hi, "exact") * torch.tensor([[-1.0, 1.0, 2.0]])).sum(), q)
+    assert torch.equal(g_in, g_ex)
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (dict(q=torch.zeros(2, 3), total=torch.zeros(3), lo=torch.zeros(3), hi=torch.ones(3)), "need q"),
+        (dict(q=torch.zeros(2, 3), total=torch.zeros(2), lo=torch.ones(3), hi=torch.zeros(3)), "at most its upper"),
+        (dict(q=torch.zeros(2, 3), total=torch.zeros(2), lo=torch.zeros(3), hi=torch.ones(3), gradient="ste"), "gradient must be"),
+    ],
+)
+def test_bad_arguments_are_named(args, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        project_box_sum(**args)
+
+
+@pytest.fixture(scope="module")
+def ed():
+    return build_problem("ed", case="pglib_opf_case14_ieee")
+
+
+def test_the_dispatch_refinement_lands_in_the_feasible_set_with_the_smallest_slack(ed):
+    xi = ed.sample(64, torch.Generator().manual_seed(2))
+    y = 2.0 * torch.randn(64, ed.n, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    r = ed.exact_refinement(xi, y)
+    scale = 1.0 + ed.loads(xi).sum(dim=1, keepdim=True)
+    assert ed.ineq_resid(xi, r).max() <= 1e-12
+    assert (ed.eq_resid(xi, r).abs() / scale).max() <= 1e-12
+    s = ed.variable_slices()
+    assert torch.equal(r[:, s["df"]], ed.thermal_slack(xi, r[:, s["pg"]]))
+    # a feasible dispatch is its own projection
+    again = ed.exact_refinement(xi, r)
+    assert torch.allclose(again, r, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def refined(ed):
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    m = Proposed(refine="problem", slack_repair="both")
+    m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+    m.eval()
+    return m
+
+
+class _Fixed(torch.nn.Module):
+    def __init__(self, out: torch.Tensor) -> None:
+        super().__init__()
+        self.out = out
+        self.dummy = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+    def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        return self.out[: xi.shape[0]].to(xi.dtype) + 0.0 * self.dummy
+
+
+@pytest.mark.parametrize("kind", ["random", "huge", "enormous", "nan", "inf"])
+def test_refine_problem_stays_exactly_feasible_under_hostile_task_outputs(ed, refined, kind):
+    """The blend after the refinement keeps the guarantee whatever reaches it; finite outputs of the refinement
+    need (almost) no blend."""
+    xi = torch.cat([ed.sample(24, torch.Generator().manual_seed(5)), torch.ones(4, ed.k), -torch.ones(4, ed.k)])
+    normal = torch.randn(xi.shape[0], ed.n, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    out = {"random": normal, "huge": 1e6 * normal, "enormous": 1e300 * normal}.get(kind, normal.clone())
+    if kind == "nan":
+        out[::3, 2] = float("nan")
+    if kind == "inf":
+        out[1::4, 0] = float("inf")
+    refined.net = _Fixed(out)
+    with torch.no_grad():
+        pred = refined.predict(xi)
+    y = pred.y
+    assert torch.isfinite(y).all()
+    scale = 1.0 + ed.loads(xi).sum(dim=1, keepdim=True)
+    assert ed.ineq_resid(xi, y).max() <= 0.0
+    assert (ed.eq_resid(xi, y).abs() / scale).max() <= 1e-12
+    if kind in ("random", "huge"):
+        assert pred.extras["alpha"].max() <= 1e-9  # the refinement already landed in C(x)
+
+
+def test_refine_problem_is_refused_where_the_problem_has_no_exact_map():
+    from hardlinear.methods.base import Context, NotApplicable
+    from hardlinear.methods.proposed import Proposed
+
+    with pytest.raises(NotApplicable, match="problem=ed has one"):
+        Proposed(refine="problem").setup(build_problem("dcopf_14"), Context(cache_dir=None))

@@ -51,6 +51,7 @@ SIZE = {
 # case2848_rte by SIZE, took 24 s where case2848 ran past the hour): a time kill never skips it on larger cases
 TIME_FOLLOWS_SIZE = ("sparse", "highs", "clarabel", "pdlp")
 MIN_BUSES, MAX_BUSES = 100, 3000
+INPUT_MODES = ("all_buses", "loaded_buses", "zones", "areas")  # hardlinear.problems.dcopf.INPUT_MODES (not imported at start-up)
 
 
 def pglib_cases(lo: int = MIN_BUSES, hi: int = MAX_BUSES) -> list[str]:
@@ -64,7 +65,7 @@ def pglib_cases(lo: int = MIN_BUSES, hi: int = MAX_BUSES) -> list[str]:
 
 
 # --- the child: build, report features, solve ------------------------------------------------------------
-def child(case: str, solver: str, uncertainty: float) -> None:
+def child(case: str, solver: str, uncertainty: float, inputs: str = "all_buses", highs_log: str | None = None) -> None:
     import logging
 
     import torch
@@ -75,7 +76,9 @@ def child(case: str, solver: str, uncertainty: float) -> None:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(1)
-    problem = build_problem("dcopf", case=case, uncertainty=uncertainty)
+    if highs_log:  # HiGHS's own log (IPX's or PDLP's iterations) to a file: the heartbeat sees only "started" in it
+        _log_highs_to(highs_log)
+    problem = build_problem("dcopf", case=case, uncertainty=uncertainty, inputs=inputs)
     print("FEATURES " + json.dumps(rule_features(problem)), flush=True)
     if solver == "none":  # the features alone (every solver skipped on this case)
         return
@@ -90,6 +93,31 @@ def child(case: str, solver: str, uncertainty: float) -> None:
     print("RESULT " + json.dumps(row, default=float), flush=True)
 
 
+def _log_highs_to(path: str) -> None:
+    """HiGHS's log, with cuPDLP-C's iteration lines (``log_dev_level`` 1; cuPDLP-C prints them to the C stdout, not
+    to HiGHS's ``log_file``), goes to ``path``: the C-level stdout (file descriptor 1) is pointed there, and Python's
+    ``sys.stdout`` (the FEATURES / RESULT lines the parent reads) at a copy of the original. Every HiGHS instance the
+    rule solvers build (``quiet_highs``) logs to the console, i.e. to ``path``."""
+    import hardlinear.solvers.highs as highs
+
+    sys.stdout.flush()
+    real = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.close(fd)
+    sys.stdout = os.fdopen(real, "w", buffering=1)
+    quiet = highs.quiet_highs
+
+    def logged():
+        h = quiet()
+        h.setOptionValue("output_flag", True)
+        h.setOptionValue("log_to_console", True)
+        h.setOptionValue("log_dev_level", 1)
+        return h
+
+    highs.quiet_highs = logged
+
+
 def _hwm_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -100,18 +128,24 @@ def _hwm_mb(pid: int) -> float | None:
     return None
 
 
-def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path, max_rss_mb: float | None = None) -> dict:
+def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path, max_rss_mb: float | None = None,
+              inputs: str = "all_buses", highs_log: bool = False) -> dict:
     """One (case, solver) in a subprocess: its features, result, solve time (or ``> budget``, or ``> max_rss_mb``)
-    and peak RSS."""
+    and peak RSS. ``inputs`` other than every bus (the sweep's problem) is a different rule: named in the row and
+    the log's name. ``highs_log``: HiGHS's own log next to the child's (``<log>.highs``)."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{case}.{solver}.log"
-    cmd = [sys.executable, __file__, "--child", case, solver, str(uncertainty)]
+    log_path = log_dir / (f"{case}.{solver}.log" if inputs == "all_buses" else f"{case}.{inputs}.{solver}.log")
+    cmd = [sys.executable, __file__, "--child", case, solver, str(uncertainty), "--inputs", inputs]
+    if highs_log:
+        cmd += ["--highs-log", str(log_path.with_suffix(".highs"))]
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=CHILD_ENV, cwd=REPO)
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
         reader.start()
         peak, solve_start, row = 0.0, None, {"case": case, "solver": solver}
+        if inputs != "all_buses":
+            row["inputs"] = inputs
         while proc.poll() is None:
             peak = max(peak, _hwm_mb(proc.pid) or 0.0)
             if solve_start is None and any(s.startswith("FEATURES") for s in list(lines)):
@@ -146,9 +180,9 @@ def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir
 # --- the parent ----------------------------------------------------------------------------------------------
 def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: float, out: Path, log_dir: Path,
           against_auto: float | None = None, min_budget: float = 60.0, references: list[Path] = (),
-          max_rss_mb: float | None = None) -> dict:
+          max_rss_mb: float | None = None, inputs: str = "all_buses", highs_log: bool = False) -> dict:
     record = _load(out) or {"settings": {}, "rows": []}
-    record["settings"] = {"uncertainty": uncertainty, "budget_s": budget, "solvers": solvers, "cases": cases,
+    record["settings"] = {"uncertainty": uncertainty, "inputs": inputs, "budget_s": budget, "solvers": solvers, "cases": cases,
                           "against_auto": against_auto, "min_budget_s": min_budget, "max_rss_mb": max_rss_mb,
                           "references": [str(r) for r in references]}
     record["environment"] = _environment()
@@ -163,7 +197,7 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
         order, case_budget = list(solvers), {s: budget for s in solvers}
         if against_auto is not None:
             if features is None:
-                probe = run_child(case, "none", uncertainty, budget, log_dir)
+                probe = run_child(case, "none", uncertainty, budget, log_dir, inputs=inputs)
                 features = probe.get("features")
             if features is None:  # the problem did not build: recorded (the table lists it), no solver started
                 _append(record, {**probe, "error": probe.get("error") or "the problem did not build; see its log"}, budget, out)
@@ -179,7 +213,7 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
                     _append(record, dict(stopped), stopped.get("budget_s", budget), out)
                     done.add((case, choice))
             elif auto_row is None:
-                row = run_child(case, choice, uncertainty, budget, log_dir, max_rss_mb)
+                row = run_child(case, choice, uncertainty, budget, log_dir, max_rss_mb, inputs, highs_log)
                 _append(record, row, budget, out)
                 done.add((case, choice))
                 auto_row = _finished([row], case, choice)
@@ -194,12 +228,12 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
             if (case, solver) in done:
                 continue
             if features is None and all(s in too_slow for s in solvers):  # the features, for auto's choice and the skips
-                features = run_child(case, "none", uncertainty, budget, log_dir).get("features")
+                features = run_child(case, "none", uncertainty, budget, log_dir, inputs=inputs).get("features")
             if solver in too_slow and features is not None and SIZE[solver](features) >= too_slow[solver][1]:
                 row = {"case": case, "solver": solver, "timeout": True, "solve_time_s": None, "features": features,
                        "note": f"> {case_budget[solver]:g} s budget (not run: ran past {too_slow[solver][2]} on the smaller {too_slow[solver][0]})"}
             else:
-                row = run_child(case, solver, uncertainty, case_budget[solver], log_dir, max_rss_mb)
+                row = run_child(case, solver, uncertainty, case_budget[solver], log_dir, max_rss_mb, inputs, highs_log)
             features = features or row.get("features")
             if _hit_limit(row, per_case_budgets=against_auto is not None) and solver in SIZE and row.get("features"):
                 too_slow.setdefault(solver, (case, SIZE[solver](row["features"]), _limit(row, case_budget[solver])))
@@ -458,10 +492,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--min-budget", type=float, default=60.0, help="the least budget --against-auto gives a solver (s)")
     p.add_argument("--reference", nargs="+", default=[], help="JSONs whose finished solves of auto's choice are not rerun")
     p.add_argument("--max-rss-mb", type=float, default=None, help="kill a child whose peak RSS passes this (MB)")
+    p.add_argument("--inputs", default="all_buses", choices=INPUT_MODES,
+                   help="the dcopf problem's inputs (default every bus, the sweep's problem); zones / areas: one input per "
+                        "loaded zone / area, the loads of each moving together (a different rule, named in each row)")
+    p.add_argument("--highs-log", nargs="?", const=True, default=None,
+                   help="HiGHS's own log (highs, pdlp: its iterations) beside each child's log (<log>.highs)")
     p.add_argument("--child", nargs=3, metavar=("CASE", "SOLVER", "UNCERTAINTY"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        child(args.child[0], args.child[1], float(args.child[2]))
+        child(args.child[0], args.child[1], float(args.child[2]), args.inputs,
+              args.highs_log if isinstance(args.highs_log, str) else None)
         return
     if args.fit:
         fit = fit_cost_model([json.loads(Path(p).read_text()) for p in args.fit])
@@ -473,6 +513,9 @@ def main(argv: list[str] | None = None) -> None:
         expected = pglib_cases(*args.expect) if args.expect else []
         print(markdown_table([json.loads(Path(p).read_text()) for p in args.report], expected=expected))
         return
+    if args.against_auto is not None and args.inputs != "all_buses":
+        p.error("--against-auto compares with auto's choice by the cost model, fitted with every bus an input; "
+                f"--inputs {args.inputs} is outside it")
     if args.against_auto is not None and not args.against_auto > 0:
         p.error(f"--against-auto must be a positive factor of auto's time, got {args.against_auto}")
     missing = [r for r in args.reference if not Path(r).is_file()]
@@ -480,7 +523,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--reference: no such JSON: {', '.join(missing)}")
     cases = args.cases or pglib_cases()
     sweep(cases, args.solvers, args.uncertainty, args.budget, Path(args.out), Path(args.log_dir), against_auto=args.against_auto,
-          min_budget=args.min_budget, references=[Path(r) for r in args.reference], max_rss_mb=args.max_rss_mb)
+          min_budget=args.min_budget, references=[Path(r) for r in args.reference], max_rss_mb=args.max_rss_mb,
+          inputs=args.inputs, highs_log=bool(args.highs_log))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ that way (its time follows its rounds, not its size), and any solver over the me
     python benchmarks/bench_rule_solvers.py --report results/bench/rule_solvers.json   # the table again, with auto's
                                                                                       # choice by the current code
     python benchmarks/bench_rule_solvers.py --against-auto 1 --budget 3600 --max-rss-mb 9000 --out q.json
+    python benchmarks/bench_rule_solvers.py --inputs zones --solvers auto reduced --cases pglib_opf_case2869_pegase
+        # another rule: one input per loaded zone (its loads move together); rows and logs say inputs=zones
+    python benchmarks/bench_rule_solvers.py --solvers pdlp --highs-log --cases pglib_opf_case2848_rte  # + HiGHS's log
 
 ``--against-auto F`` asks the question of issue 31's item 4 at a cost a working day can pay: per case, ``auto``'s
 choice runs first with the full budget, and every other solver gets ``F`` times its time (at least
@@ -106,6 +109,13 @@ def _log_highs_to(path: str) -> None:
     os.dup2(fd, 1)
     os.close(fd)
     sys.stdout = os.fdopen(real, "w", buffering=1)
+    try:  # C stdio line-buffered, so that a child killed at its budget or memory cap leaves its last lines
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), None, 1, 0)  # _IOLBF
+    except (OSError, ValueError, AttributeError):
+        pass
     quiet = highs.quiet_highs
 
     def logged():
@@ -344,6 +354,11 @@ def _rows(records: list[dict]) -> list[dict]:
     return [{"budget_s": rec["settings"]["budget_s"], **r} for rec in records for r in rec["rows"] if r.get("features")]
 
 
+def _every_bus(row: dict) -> bool:
+    """A row of the sweep's problem (every bus an input), the only one the cost model is fitted to."""
+    return row.get("inputs", "all_buses") == "all_buses"
+
+
 def _buses(case: str) -> int:
     import re
 
@@ -360,9 +375,9 @@ def fit_cost_model(records: list[dict]) -> dict:
 
     model = {}
     for solver, size in SIZES.items():
-        pts = [(size(r["features"]), r["solve_time_s"], r["case"]) for r in _rows(records)
+        pts = [(size(r["features"]), r["solve_time_s"], r["case"]) for r in filter(_every_bus, _rows(records))
                if r["solver"] == solver and r.get("solve_time_s") and not r.get("timeout") and r.get("t_star") is not None]
-        lower = [(size(r["features"]), r["budget_s"], r["case"]) for r in _rows(records)
+        lower = [(size(r["features"]), r["budget_s"], r["case"]) for r in filter(_every_bus, _rows(records))
                  if r["solver"] == solver and r.get("timeout") and not _skipped(r)]
         entry = {"points": [{"case": c, "size": x, "seconds": t} for x, t, c in pts],
                  "lower_bounds": [{"case": c, "size": x, "seconds": t} for x, t, c in lower]}
@@ -384,8 +399,9 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     from hardlinear.rules.solver_choice import choose
 
     by_case: dict[str, dict] = {}
-    for r in _rows(records):
-        runs = by_case.setdefault(r["case"], {"features": r["features"], "solvers": {}})["solvers"]
+    for r in _rows(records):  # other inputs are another rule: a row of their own, named "<case> (inputs=zones)"
+        key = r["case"] if _every_bus(r) else f"{r['case']} (inputs={r['inputs']})"
+        runs = by_case.setdefault(key, {"features": r["features"], "solvers": {}})["solvers"]
         if not _skipped(r) or r["solver"] not in runs:  # a skip never hides a run of another JSON
             runs[r["solver"]] = r
     out = []
@@ -452,7 +468,8 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
         spread = f"{e['t_star_rel_spread']:.1e}" if e["t_star_rel_spread"] is not None else "-"
         lines.append(
             f"| {e['case'].removeprefix('pglib_opf_')} | {f['m_ineq']} | {f['k']} | {f['null_dim']} | " + " | ".join(cells)
-            + f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |"
+            + (f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |" if "(inputs=" not in e["case"]
+               else f" | {t_cell} | {spread} | - | - (other inputs: outside the cost model) |")
         )
     featured, unbuilt = {r["case"] for r in _rows(records)}, _unbuilt(records)
     for case, error in sorted(unbuilt.items(), key=lambda kv: _buses(kv[0])):

@@ -163,3 +163,20 @@ def test_other_inputs_stay_out_of_autos_comparison_and_the_cost_model(bench, fea
     table = bench.markdown_table([_record(features, [every_bus, zones])])
     assert "| case14_ieee |" in table and "| case14_ieee (inputs=zones) |" in table
 
+
+@pytest.mark.parametrize("case", [CASE, "pglib_opf_case30_ieee"])
+def test_the_working_set_lps_size_is_counted_as_robust_lp_builds_it(case):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from working_set_lp_size import working_set_lp_nnz
+
+    from hardlinear.problems import build_problem
+    from hardlinear.rules.robust_lp import _reduce, _seed, _working_set_lp, row_weights
+
+    problem = build_problem("dcopf", case=case, uncertainty=0.02)
+    red = _reduce(problem.compact, row_weights(problem.compact.H, problem.form), None)
+    S = _seed(red)
+    lp = _working_set_lp(red, S)
+    counted = working_set_lp_nnz(np.asarray(red.M[S]), red.lower[S], red.C.shape[1])
+    assert counted["nnz_eq"] == lp["Aeq"].nnz and counted["nnz_ineq"] == lp["Ain"].nnz
+    assert counted["variables"] == lp["nv"] and counted["copies_of_M_S"] == red.C.shape[1]

@@ -401,7 +401,7 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     by_case: dict[str, dict] = {}
     for r in _rows(records):  # other inputs are another rule: a row of their own, named "<case> (inputs=zones)"
         key = r["case"] if _every_bus(r) else f"{r['case']} (inputs={r['inputs']})"
-        runs = by_case.setdefault(key, {"features": r["features"], "solvers": {}})["solvers"]
+        runs = by_case.setdefault(key, {"features": r["features"], "solvers": {}, "every_bus": _every_bus(r)})["solvers"]
         if not _skipped(r) or r["solver"] not in runs:  # a skip never hides a run of another JSON
             runs[r["solver"]] = r
     out = []
@@ -413,11 +413,11 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
         t_stars = [r["t_star"] for r in runs.values() if r.get("t_star") is not None and not r.get("timeout")]
         no_rule = any(r.get("error") and r.get("t_star") is not None and r["t_star"] <= 0 for r in runs.values())
         spread = (max(t_stars) - min(t_stars)) / max(abs(max(t_stars)), 1e-300) if len(t_stars) > 1 else None
-        auto_s = measured.get(choice)
+        auto_s = measured.get(choice) if entry["every_bus"] else None  # other inputs: no model, no auto to judge
         others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
         outlasted = auto_s is not None and bool(others) and all(s in measured or _ran_autos_time(runs.get(s), auto_s) for s in others)
         # auto's choice ran its whole budget (or to the memory cap) without a result: a miss wherever another finished
-        auto_stopped = auto_s is None and choice in runs and _ran_out(runs[choice], 0.0)
+        auto_stopped = entry["every_bus"] and auto_s is None and choice in runs and _ran_out(runs[choice], 0.0)
         out.append({
             "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,

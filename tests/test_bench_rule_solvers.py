@@ -162,6 +162,8 @@ def test_other_inputs_stay_out_of_autos_comparison_and_the_cost_model(bench, fea
     assert [p["seconds"] for p in fit["reduced"]["points"]] == [1.0]
     table = bench.markdown_table([_record(features, [every_bus, zones])])
     assert "| case14_ieee |" in table and "| case14_ieee (inputs=zones) |" in table
+    (zoned,) = [e for e in bench.case_table([_record(features, [every_bus, zones])]) if "(inputs=zones)" in e["case"]]
+    assert zoned["auto_over_fastest"] is None and not zoned["auto_stopped"]  # auto is judged on every-bus rows only
 
 
 @pytest.mark.parametrize("case", [CASE, "pglib_opf_case30_ieee"])

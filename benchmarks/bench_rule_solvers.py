@@ -13,6 +13,9 @@ that way (its time follows its rounds, not its size), and any solver over the me
     python benchmarks/bench_rule_solvers.py --report results/bench/rule_solvers.json   # the table again, with auto's
                                                                                       # choice by the current code
     python benchmarks/bench_rule_solvers.py --against-auto 1 --budget 3600 --max-rss-mb 9000 --out q.json
+    python benchmarks/bench_rule_solvers.py --inputs zones --solvers auto reduced --cases pglib_opf_case2869_pegase
+        # another rule: one input per loaded zone (its loads move together); rows and logs say inputs=zones
+    python benchmarks/bench_rule_solvers.py --solvers pdlp --highs-log --cases pglib_opf_case2848_rte  # + HiGHS's log
 
 ``--against-auto F`` asks the question of issue 31's item 4 at a cost a working day can pay: per case, ``auto``'s
 choice runs first with the full budget, and every other solver gets ``F`` times its time (at least
@@ -51,6 +54,7 @@ SIZE = {
 # case2848_rte by SIZE, took 24 s where case2848 ran past the hour): a time kill never skips it on larger cases
 TIME_FOLLOWS_SIZE = ("sparse", "highs", "clarabel", "pdlp")
 MIN_BUSES, MAX_BUSES = 100, 3000
+INPUT_MODES = ("all_buses", "loaded_buses", "zones", "areas")  # hardlinear.problems.dcopf.INPUT_MODES (not imported at start-up)
 
 
 def pglib_cases(lo: int = MIN_BUSES, hi: int = MAX_BUSES) -> list[str]:
@@ -64,7 +68,7 @@ def pglib_cases(lo: int = MIN_BUSES, hi: int = MAX_BUSES) -> list[str]:
 
 
 # --- the child: build, report features, solve ------------------------------------------------------------
-def child(case: str, solver: str, uncertainty: float) -> None:
+def child(case: str, solver: str, uncertainty: float, inputs: str = "all_buses", highs_log: str | None = None) -> None:
     import logging
 
     import torch
@@ -75,7 +79,9 @@ def child(case: str, solver: str, uncertainty: float) -> None:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(1)
-    problem = build_problem("dcopf", case=case, uncertainty=uncertainty)
+    if highs_log:  # HiGHS's own log (IPX's or PDLP's iterations) to a file: the heartbeat sees only "started" in it
+        _log_highs_to(highs_log)
+    problem = build_problem("dcopf", case=case, uncertainty=uncertainty, inputs=inputs)
     print("FEATURES " + json.dumps(rule_features(problem)), flush=True)
     if solver == "none":  # the features alone (every solver skipped on this case)
         return
@@ -90,6 +96,38 @@ def child(case: str, solver: str, uncertainty: float) -> None:
     print("RESULT " + json.dumps(row, default=float), flush=True)
 
 
+def _log_highs_to(path: str) -> None:
+    """HiGHS's log, with cuPDLP-C's iteration lines (``log_dev_level`` 1; cuPDLP-C prints them to the C stdout, not
+    to HiGHS's ``log_file``), goes to ``path``: the C-level stdout (file descriptor 1) is pointed there, and Python's
+    ``sys.stdout`` (the FEATURES / RESULT lines the parent reads) at a copy of the original. Every HiGHS instance the
+    rule solvers build (``quiet_highs``) logs to the console, i.e. to ``path``."""
+    import hardlinear.solvers.highs as highs
+
+    sys.stdout.flush()
+    real = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.close(fd)
+    sys.stdout = os.fdopen(real, "w", buffering=1)
+    try:  # C stdio line-buffered, so that a child killed at its budget or memory cap leaves its last lines
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), None, 1, 0)  # _IOLBF
+    except (OSError, ValueError, AttributeError):
+        pass
+    quiet = highs.quiet_highs
+
+    def logged():
+        h = quiet()
+        h.setOptionValue("output_flag", True)
+        h.setOptionValue("log_to_console", True)
+        h.setOptionValue("log_dev_level", 1)
+        return h
+
+    highs.quiet_highs = logged
+
+
 def _hwm_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -100,18 +138,24 @@ def _hwm_mb(pid: int) -> float | None:
     return None
 
 
-def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path, max_rss_mb: float | None = None) -> dict:
+def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir: Path, max_rss_mb: float | None = None,
+              inputs: str = "all_buses", highs_log: bool = False) -> dict:
     """One (case, solver) in a subprocess: its features, result, solve time (or ``> budget``, or ``> max_rss_mb``)
-    and peak RSS."""
+    and peak RSS. ``inputs`` other than every bus (the sweep's problem) is a different rule: named in the row and
+    the log's name. ``highs_log``: HiGHS's own log next to the child's (``<log>.highs``)."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{case}.{solver}.log"
-    cmd = [sys.executable, __file__, "--child", case, solver, str(uncertainty)]
+    log_path = log_dir / (f"{case}.{solver}.log" if inputs == "all_buses" else f"{case}.{inputs}.{solver}.log")
+    cmd = [sys.executable, __file__, "--child", case, solver, str(uncertainty), "--inputs", inputs]
+    if highs_log:
+        cmd += ["--highs-log", str(log_path.with_suffix(".highs"))]
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=CHILD_ENV, cwd=REPO)
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
         reader.start()
         peak, solve_start, row = 0.0, None, {"case": case, "solver": solver}
+        if inputs != "all_buses":
+            row["inputs"] = inputs
         while proc.poll() is None:
             peak = max(peak, _hwm_mb(proc.pid) or 0.0)
             if solve_start is None and any(s.startswith("FEATURES") for s in list(lines)):
@@ -146,9 +190,9 @@ def run_child(case: str, solver: str, uncertainty: float, budget: float, log_dir
 # --- the parent ----------------------------------------------------------------------------------------------
 def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: float, out: Path, log_dir: Path,
           against_auto: float | None = None, min_budget: float = 60.0, references: list[Path] = (),
-          max_rss_mb: float | None = None) -> dict:
+          max_rss_mb: float | None = None, inputs: str = "all_buses", highs_log: bool = False) -> dict:
     record = _load(out) or {"settings": {}, "rows": []}
-    record["settings"] = {"uncertainty": uncertainty, "budget_s": budget, "solvers": solvers, "cases": cases,
+    record["settings"] = {"uncertainty": uncertainty, "inputs": inputs, "budget_s": budget, "solvers": solvers, "cases": cases,
                           "against_auto": against_auto, "min_budget_s": min_budget, "max_rss_mb": max_rss_mb,
                           "references": [str(r) for r in references]}
     record["environment"] = _environment()
@@ -163,7 +207,7 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
         order, case_budget = list(solvers), {s: budget for s in solvers}
         if against_auto is not None:
             if features is None:
-                probe = run_child(case, "none", uncertainty, budget, log_dir)
+                probe = run_child(case, "none", uncertainty, budget, log_dir, inputs=inputs)
                 features = probe.get("features")
             if features is None:  # the problem did not build: recorded (the table lists it), no solver started
                 _append(record, {**probe, "error": probe.get("error") or "the problem did not build; see its log"}, budget, out)
@@ -179,7 +223,7 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
                     _append(record, dict(stopped), stopped.get("budget_s", budget), out)
                     done.add((case, choice))
             elif auto_row is None:
-                row = run_child(case, choice, uncertainty, budget, log_dir, max_rss_mb)
+                row = run_child(case, choice, uncertainty, budget, log_dir, max_rss_mb, inputs, highs_log)
                 _append(record, row, budget, out)
                 done.add((case, choice))
                 auto_row = _finished([row], case, choice)
@@ -194,12 +238,12 @@ def sweep(cases: list[str], solvers: list[str], uncertainty: float, budget: floa
             if (case, solver) in done:
                 continue
             if features is None and all(s in too_slow for s in solvers):  # the features, for auto's choice and the skips
-                features = run_child(case, "none", uncertainty, budget, log_dir).get("features")
+                features = run_child(case, "none", uncertainty, budget, log_dir, inputs=inputs).get("features")
             if solver in too_slow and features is not None and SIZE[solver](features) >= too_slow[solver][1]:
                 row = {"case": case, "solver": solver, "timeout": True, "solve_time_s": None, "features": features,
                        "note": f"> {case_budget[solver]:g} s budget (not run: ran past {too_slow[solver][2]} on the smaller {too_slow[solver][0]})"}
             else:
-                row = run_child(case, solver, uncertainty, case_budget[solver], log_dir, max_rss_mb)
+                row = run_child(case, solver, uncertainty, case_budget[solver], log_dir, max_rss_mb, inputs, highs_log)
             features = features or row.get("features")
             if _hit_limit(row, per_case_budgets=against_auto is not None) and solver in SIZE and row.get("features"):
                 too_slow.setdefault(solver, (case, SIZE[solver](row["features"]), _limit(row, case_budget[solver])))
@@ -310,6 +354,11 @@ def _rows(records: list[dict]) -> list[dict]:
     return [{"budget_s": rec["settings"]["budget_s"], **r} for rec in records for r in rec["rows"] if r.get("features")]
 
 
+def _every_bus(row: dict) -> bool:
+    """A row of the sweep's problem (every bus an input), the only one the cost model is fitted to."""
+    return row.get("inputs", "all_buses") == "all_buses"
+
+
 def _buses(case: str) -> int:
     import re
 
@@ -326,9 +375,9 @@ def fit_cost_model(records: list[dict]) -> dict:
 
     model = {}
     for solver, size in SIZES.items():
-        pts = [(size(r["features"]), r["solve_time_s"], r["case"]) for r in _rows(records)
+        pts = [(size(r["features"]), r["solve_time_s"], r["case"]) for r in filter(_every_bus, _rows(records))
                if r["solver"] == solver and r.get("solve_time_s") and not r.get("timeout") and r.get("t_star") is not None]
-        lower = [(size(r["features"]), r["budget_s"], r["case"]) for r in _rows(records)
+        lower = [(size(r["features"]), r["budget_s"], r["case"]) for r in filter(_every_bus, _rows(records))
                  if r["solver"] == solver and r.get("timeout") and not _skipped(r)]
         entry = {"points": [{"case": c, "size": x, "seconds": t} for x, t, c in pts],
                  "lower_bounds": [{"case": c, "size": x, "seconds": t} for x, t, c in lower]}
@@ -350,8 +399,9 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
     from hardlinear.rules.solver_choice import choose
 
     by_case: dict[str, dict] = {}
-    for r in _rows(records):
-        runs = by_case.setdefault(r["case"], {"features": r["features"], "solvers": {}})["solvers"]
+    for r in _rows(records):  # other inputs are another rule: a row of their own, named "<case> (inputs=zones)"
+        key = r["case"] if _every_bus(r) else f"{r['case']} (inputs={r['inputs']})"
+        runs = by_case.setdefault(key, {"features": r["features"], "solvers": {}, "every_bus": _every_bus(r)})["solvers"]
         if not _skipped(r) or r["solver"] not in runs:  # a skip never hides a run of another JSON
             runs[r["solver"]] = r
     out = []
@@ -363,11 +413,11 @@ def case_table(records: list[dict], model: dict | None = None) -> list[dict]:
         t_stars = [r["t_star"] for r in runs.values() if r.get("t_star") is not None and not r.get("timeout")]
         no_rule = any(r.get("error") and r.get("t_star") is not None and r["t_star"] <= 0 for r in runs.values())
         spread = (max(t_stars) - min(t_stars)) / max(abs(max(t_stars)), 1e-300) if len(t_stars) > 1 else None
-        auto_s = measured.get(choice)
+        auto_s = measured.get(choice) if entry["every_bus"] else None  # other inputs: no model, no auto to judge
         others = [s for s in _candidates(f) if s != choice]  # each ran and finished, or ran at least auto's time
         outlasted = auto_s is not None and bool(others) and all(s in measured or _ran_autos_time(runs.get(s), auto_s) for s in others)
         # auto's choice ran its whole budget (or to the memory cap) without a result: a miss wherever another finished
-        auto_stopped = auto_s is None and choice in runs and _ran_out(runs[choice], 0.0)
+        auto_stopped = entry["every_bus"] and auto_s is None and choice in runs and _ran_out(runs[choice], 0.0)
         out.append({
             "case": case, "features": f, "solvers": runs, "auto": choice, "predicted_s": predicted, "fastest": fastest,
             "auto_s": auto_s, "auto_over_fastest": auto_s / measured[fastest] if auto_s and fastest else None,
@@ -418,7 +468,8 @@ def markdown_table(records: list[dict], solvers=SOLVERS, model: dict | None = No
         spread = f"{e['t_star_rel_spread']:.1e}" if e["t_star_rel_spread"] is not None else "-"
         lines.append(
             f"| {e['case'].removeprefix('pglib_opf_')} | {f['m_ineq']} | {f['k']} | {f['null_dim']} | " + " | ".join(cells)
-            + f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |"
+            + (f" | {t_cell} | {spread} | {e['auto']} | {auto_cell} |" if "(inputs=" not in e["case"]
+               else f" | {t_cell} | {spread} | - | - (other inputs: outside the cost model) |")
         )
     featured, unbuilt = {r["case"] for r in _rows(records)}, _unbuilt(records)
     for case, error in sorted(unbuilt.items(), key=lambda kv: _buses(kv[0])):
@@ -458,10 +509,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--min-budget", type=float, default=60.0, help="the least budget --against-auto gives a solver (s)")
     p.add_argument("--reference", nargs="+", default=[], help="JSONs whose finished solves of auto's choice are not rerun")
     p.add_argument("--max-rss-mb", type=float, default=None, help="kill a child whose peak RSS passes this (MB)")
+    p.add_argument("--inputs", default="all_buses", choices=INPUT_MODES,
+                   help="the dcopf problem's inputs (default every bus, the sweep's problem); zones / areas: one input per "
+                        "loaded zone / area, the loads of each moving together (a different rule, named in each row)")
+    p.add_argument("--highs-log", nargs="?", const=True, default=None,
+                   help="HiGHS's own log (highs, pdlp: its iterations) beside each child's log (<log>.highs)")
     p.add_argument("--child", nargs=3, metavar=("CASE", "SOLVER", "UNCERTAINTY"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        child(args.child[0], args.child[1], float(args.child[2]))
+        child(args.child[0], args.child[1], float(args.child[2]), args.inputs,
+              args.highs_log if isinstance(args.highs_log, str) else None)
         return
     if args.fit:
         fit = fit_cost_model([json.loads(Path(p).read_text()) for p in args.fit])
@@ -473,6 +530,9 @@ def main(argv: list[str] | None = None) -> None:
         expected = pglib_cases(*args.expect) if args.expect else []
         print(markdown_table([json.loads(Path(p).read_text()) for p in args.report], expected=expected))
         return
+    if args.against_auto is not None and args.inputs != "all_buses":
+        p.error("--against-auto compares with auto's choice by the cost model, fitted with every bus an input; "
+                f"--inputs {args.inputs} is outside it")
     if args.against_auto is not None and not args.against_auto > 0:
         p.error(f"--against-auto must be a positive factor of auto's time, got {args.against_auto}")
     missing = [r for r in args.reference if not Path(r).is_file()]
@@ -480,7 +540,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--reference: no such JSON: {', '.join(missing)}")
     cases = args.cases or pglib_cases()
     sweep(cases, args.solvers, args.uncertainty, args.budget, Path(args.out), Path(args.log_dir), against_auto=args.against_auto,
-          min_budget=args.min_budget, references=[Path(r) for r in args.reference], max_rss_mb=args.max_rss_mb)
+          min_budget=args.min_budget, references=[Path(r) for r in args.reference], max_rss_mb=args.max_rss_mb,
+          inputs=args.inputs, highs_log=bool(args.highs_log))
 
 
 if __name__ == "__main__":

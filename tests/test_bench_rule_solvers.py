@@ -133,3 +133,52 @@ def test_a_time_kill_skips_larger_cases_only_for_solvers_whose_time_follows_size
     assert not bench._hit_limit({**timed_out, "solver": "reduced"}, per_case_budgets=False)  # rounds, not size
     assert not bench._hit_limit({**timed_out, "solver": "clarabel"}, per_case_budgets=True)
     assert bench._hit_limit({"solver": "reduced", "memory_exceeded": True, "note": "> 8000 MB memory"}, per_case_budgets=False)
+
+
+def test_other_inputs_are_a_different_rule_named_in_the_row_and_the_log(bench, tmp_path):
+    row = bench.run_child(CASE, "reduced", 0.02, budget=600, log_dir=tmp_path, inputs="zones")
+    assert row["inputs"] == "zones" and row["features"]["k"] == 1  # case14 has one zone: all loads move together
+    assert row["t_star"] > 0 and row["log"].endswith(f"{CASE}.zones.reduced.log")
+    every_bus = bench.run_child(CASE, "none", 0.02, budget=600, log_dir=tmp_path)
+    assert "inputs" not in every_bus and every_bus["features"]["k"] == 14
+
+
+def test_the_highs_log_holds_pdlps_iterations(bench, tmp_path):
+    row = bench.run_child(CASE, "pdlp", 0.02, budget=600, log_dir=tmp_path, highs_log=True)
+    assert row["t_star"] == pytest.approx(0.295, rel=1e-5) and "error" not in row
+    log = (tmp_path / f"{CASE}.pdlp.highs").read_text()
+    assert "Iter" in log and "PDLP      iterations:" in log
+
+
+def test_other_inputs_stay_out_of_autos_comparison_and_the_cost_model(bench, features):
+    from hardlinear.problems.dcopf import INPUT_MODES
+
+    assert bench.INPUT_MODES == INPUT_MODES
+    with pytest.raises(SystemExit):
+        bench.main(["--inputs", "zones", "--against-auto", "1", "--cases", CASE])
+    every_bus = {"solver": "reduced", "solve_time_s": 1.0, "t_star": 0.295}
+    zones = {**every_bus, "inputs": "zones", "solve_time_s": 100.0}
+    fit = bench.fit_cost_model([_record(features, [every_bus, zones])])
+    assert [p["seconds"] for p in fit["reduced"]["points"]] == [1.0]
+    table = bench.markdown_table([_record(features, [every_bus, zones])])
+    assert "| case14_ieee |" in table and "| case14_ieee (inputs=zones) |" in table
+    (zoned,) = [e for e in bench.case_table([_record(features, [every_bus, zones])]) if "(inputs=zones)" in e["case"]]
+    assert zoned["auto_over_fastest"] is None and not zoned["auto_stopped"]  # auto is judged on every-bus rows only
+
+
+@pytest.mark.parametrize("case", [CASE, "pglib_opf_case30_ieee"])
+def test_the_working_set_lps_size_is_counted_as_robust_lp_builds_it(case):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from working_set_lp_size import working_set_lp_nnz
+
+    from hardlinear.problems import build_problem
+    from hardlinear.rules.robust_lp import _reduce, _seed, _working_set_lp, row_weights
+
+    problem = build_problem("dcopf", case=case, uncertainty=0.02)
+    red = _reduce(problem.compact, row_weights(problem.compact.H, problem.form), None)
+    S = _seed(red)
+    lp = _working_set_lp(red, S)
+    counted = working_set_lp_nnz(np.asarray(red.M[S]), red.lower[S], red.C.shape[1])
+    assert counted["nnz_eq"] == lp["Aeq"].nnz and counted["nnz_ineq"] == lp["Ain"].nnz
+    assert counted["variables"] == lp["nv"] and counted["copies_of_M_S"] == red.C.shape[1]

@@ -1,21 +1,26 @@
 """The economic dispatch comparison (issue 42) from its committed records, as a Markdown table.
 
     python scripts/ed_table.py                        # records under results/ed (study ed_pglearn)
-    python scripts/ed_table.py --results results/ed --study ed_pglearn --out results/ed/table.md
+    python scripts/ed_table.py --results results/ed --study ed_pglearn --out results/ed/table.md \
+        --inference results/ed/inference.json           # + the batch-1 / batch-1024 timings of one benchmark run
 
 Per case and method (with its variant): seeds, mean over seeds of the mean test gap, the worst test gap of any
 seed, the worst equality and inequality violations (relative norms) of any seed, the mean batch-1 time per
-instance (``test/time_ms``) and training seconds; the method with the lowest mean gap among the exactly feasible
+instance (``test/time_ms``, taken by each run at its own load) and training seconds; with ``--inference``, the
+batch-1 and batch-1024 times of ``benchmarks/bench_ed_inference.py`` (one process, one footing) for the method and
+variant it timed; the method with the lowest mean gap among the exactly feasible
 ones (zero inequality violation) is marked per case. Runs that did not finish ``ok`` are listed with their status.
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from hardlinear.harness.results import load_records
 
-CASE_ORDER = ("case14_ieee", "case30_ieee", "case57_ieee", "case89_pegase", "case118_ieee", "case300_ieee", "case1354_pegase")
+CASE_ORDER = ("case14_ieee", "case30_ieee", "case57_ieee", "case89_pegase", "case118_ieee", "case300_ieee", "case1354_pegase",
+              "case1888_rte", "case2869_pegase", "case6470_rte", "case9241_pegase", "case13659_pegase")
 
 
 def case_key(case: str) -> tuple[int, str]:
@@ -27,26 +32,39 @@ def pct(value: float) -> str:
     return f"{value:.4f}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def table(df) -> str:
+def bench_cells(inference: dict | None, case: str, method: str, variant) -> str:
+    """`` b1 ms | b1024 us |`` cells of the benchmark row of this case, method and variant (``-`` where none)."""
+    if inference is None:
+        return ""
+    variant = variant if isinstance(variant, str) else ""
+    for r in inference["rows"]:
+        if r["case"] == case and r["method"] == method and r.get("variant", "") == variant and r["status"] == "ok":
+            return f" {r['batch1_ms']:.2f} | {r['batch1024_us_per_instance']:.1f} |"
+    return " - | - |"
+
+
+def table(df, inference: dict | None = None) -> str:
     df = df.assign(case=[p.replace("ed_", "", 1) + ("" if u is None or u != u or float(u) == 1.0 else f" (uncertainty {float(u):g})")
                          for p, u in zip(df["problem"].astype(str), df["uncertainty"])])
     ok = df[df["status"].astype(str) == "ok"]
+    bench_head = (" batch 1 ms (bench) | batch 1024 us / instance (bench) |", "---|---|") if inference else ("", "")
     lines = [
-        "| case | method | seeds | gap mean % | gap worst % | eq. viol. worst | ineq. viol. worst | ms / instance | train s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| case | method | seeds | gap mean % | gap worst % | eq. viol. worst | ineq. viol. worst | ms / instance | train s |" + bench_head[0],
+        "|---|---|---|---|---|---|---|---|---|" + bench_head[1],
     ]
     for case in sorted(ok["case"].unique(), key=case_key):
         rows = []
         for (method, variant), g in ok[ok["case"] == case].groupby(["method", "variant"], dropna=False):
             label = method if not isinstance(variant, str) or not variant else f"{method} ({variant})"
+            bench = bench_cells(inference, case, method, variant) if " (" not in case else (" - | - |" if inference else "")
             rows.append((label, len(g), g["test/gap_mean"].mean(), g["test/gap_worst"].max(), g["test/eq_viol_worst"].max(),
-                         g["test/ineq_viol_worst"].max(), g["test/time_ms"].mean(), g["train/time_s"].mean()))
+                         g["test/ineq_viol_worst"].max(), g["test/time_ms"].mean(), g["train/time_s"].mean(), bench))
         feasible = [r for r in rows if r[5] == 0]
         best = min(feasible, key=lambda r: r[2])[0] if feasible else None
-        for label, n, gap, worst, eq, ineq, ms, train in sorted(rows, key=lambda r: r[0]):
+        for label, n, gap, worst, eq, ineq, ms, train, bench in sorted(rows, key=lambda r: r[0]):
             mark = " **(best)**" if label == best else ""
             lines.append(f"| {case} | {label}{mark} | {n} | {pct(gap)} | {pct(worst)} | {eq:.1e} | "
-                         f"{ineq:.1e} | {ms:.2f} | {train:.1f} |")
+                         f"{ineq:.1e} | {ms:.2f} | {train:.1f} |{bench}")
     other = df[df["status"].astype(str) != "ok"]
     if len(other):
         lines += ["", "Not ok:", ""]
@@ -61,6 +79,7 @@ def main() -> int:
     parser.add_argument("--results", nargs="+", default=["results/ed"], help="record folders")
     parser.add_argument("--study", default="ed_pglearn", help="keep the records of this study (empty: all)")
     parser.add_argument("--out", default=None, help="Markdown file to write (default: print)")
+    parser.add_argument("--inference", default=None, help="benchmarks/bench_ed_inference.py's JSON: two more columns")
     args = parser.parse_args()
     roots = [r for r in args.results if Path(r).exists()]
     if not roots:
@@ -70,7 +89,7 @@ def main() -> int:
     if args.study:
         df = df[df["study"].astype(str) == args.study]
     df = df[df["problem"].astype(str).str.startswith("ed_")]
-    text = table(df)
+    text = table(df, json.loads(Path(args.inference).read_text()) if args.inference else None)
     if args.out:
         Path(args.out).write_text(text)
         print(args.out)

@@ -1,0 +1,99 @@
+"""Batch-1 and batch-1024 inference of E2ELR and the proposed method on the economic dispatch (issue 42, item 4).
+
+Why a benchmark of its own: the runs' own ``test/time_ms`` was taken while other jobs shared the 2 cores, at
+different loads for different runs, and their throughput at batch 4096; the issue asks for batch 1 and 1024 on
+one footing. Here every (case, method) is timed in one process, one after another, one thread, from the
+configuration the runs used (``conf/problem_method/ed_<method>.yaml``: network, dtype, method options), with the
+decision rule from the cache the runs filled. The weights are freshly initialised: neither method's inference
+does work that depends on the weights' values (E2ELR's repairs and the proposed layer run the same operations
+whatever ``alpha`` comes out), so a trained network costs the same.
+
+    python benchmarks/bench_ed_inference.py --cases pglib_opf_case14_ieee pglib_opf_case118_ieee \\
+        --out results/ed/inference.json
+
+Batch 1: ``--instances`` inputs one at a time, each timed; median and interquartile range. Batch 1024:
+``--repeats`` calls on one batch; median. A method that cannot be set up on a case (no rule) is a row saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+METHODS = ("e2elr", "proposed")
+
+
+def time_case(case: str, method: str, args: argparse.Namespace) -> dict:
+    from hydra.utils import instantiate
+
+    from hardlinear.harness.runner import problem_from_config
+    from hardlinear.methods.base import Context
+
+    cfg = common.compose("ed", method, [f"problem.case={case}"])
+    problem = problem_from_config(cfg)
+    dtype = {"float32": torch.float32, "float64": torch.float64}[str(cfg.dtype)]
+    ctx = Context(cache_dir=str(args.cache_dir), device="cpu", dtype=dtype, seed=0, progress=False,
+                  network=dict(cfg.network))
+    row = {"case": case.replace("pglib_opf_", ""), "method": method, "k": problem.k, "n": problem.n}
+    m = instantiate(cfg.method, _convert_="all")
+    try:
+        m.setup(problem, ctx)
+    except Exception as err:  # noqa: BLE001 - reported as the row's status, never skipped silently
+        return {**row, "status": "failed", "note": f"{type(err).__name__}: {str(err)[:200]}"}
+    m.eval()
+    row["variant"] = m.describe().get("variant", "")
+    xi = problem.sample(max(args.instances, args.batch), generator=torch.Generator().manual_seed(1)).to(dtype)
+    with torch.no_grad():
+        for i in range(args.warmup):
+            m.predict(xi[i : i + 1])
+        times = []
+        for i in range(args.instances):
+            t0 = time.perf_counter()
+            m.predict(xi[i : i + 1])
+            times.append(1e3 * (time.perf_counter() - t0))
+        q = statistics.quantiles(times, n=4)
+        batch = xi[: args.batch]
+        median_s, calls = common.median_time(lambda: m.predict(batch), "cpu", args.repeats, 1)
+    return {**row, "status": "ok", "batch1_ms": statistics.median(times), "batch1_iqr_ms": q[2] - q[0],
+            f"batch{args.batch}_ms": 1e3 * median_s, f"batch{args.batch}_us_per_instance": 1e6 * median_s / args.batch,
+            "calls": calls}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", nargs="+", required=True)
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--instances", type=int, default=200)
+    p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--cache-dir", default=str(common.DEFAULT_CACHE))
+    p.add_argument("--out", default="results/ed/inference.json")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    env = common.environment("cpu", 1)
+    rows = []
+    for case in args.cases:
+        for method in args.methods:
+            row = time_case(case, method, args)
+            common.log(f"[ed inference] {row['case']} {method}: " + (
+                f"batch 1 {row['batch1_ms']:.3f} ms, batch {args.batch} {row[f'batch{args.batch}_ms']:.2f} ms"
+                if row["status"] == "ok" else f"{row['status']}: {row['note']}"))
+            rows.append(row)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"environment": env, "settings": vars(args), "rows": rows}, indent=1, default=str) + "\n")
+    common.log(f"[ed inference] wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

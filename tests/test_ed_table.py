@@ -1,0 +1,50 @@
+"""scripts/ed_table.py (issue 42): the comparison table from records, with the inference benchmark's columns."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("ed_table", REPO / "scripts" / "ed_table.py")
+ed_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ed_table)
+
+
+def _records() -> pd.DataFrame:
+    base = {"test/eq_viol_worst": 1e-16, "test/time_ms": 1.0, "train/time_s": 10.0, "uncertainty": None, "status": "ok"}
+    rows = [
+        {**base, "problem": "ed_case30_ieee", "method": "e2elr", "variant": "", "seed": 0, "test/gap_mean": 0.9,
+         "test/gap_worst": 5.0, "test/ineq_viol_worst": 0.0},
+        {**base, "problem": "ed_case30_ieee", "method": "proposed", "variant": "output_scale", "seed": 0,
+         "test/gap_mean": 1.0, "test/gap_worst": 3.0, "test/ineq_viol_worst": 0.0},
+        {**base, "problem": "ed_case30_ieee", "method": "ldf", "variant": "", "seed": 0, "test/gap_mean": -5.0,
+         "test/gap_worst": -1.0, "test/ineq_viol_worst": 2.0},
+        {**base, "problem": "ed_case30_ieee", "method": "ldf", "variant": "", "seed": 1, "test/gap_mean": 1e8,
+         "test/gap_worst": 1e8, "test/ineq_viol_worst": 2.0, "status": "diverged", "reason": "test gap beyond"},
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_the_best_is_the_lowest_mean_among_the_exactly_feasible_and_failures_are_listed():
+    text = ed_table.table(_records())
+    best = [line for line in text.splitlines() if "(best)" in line]
+    assert len(best) == 1 and "| e2elr **(best)**" in best[0]  # LDF's lower (infeasible) gap is not the best
+    assert "case30_ieee ldf seed 1: diverged (test gap beyond)" in text
+
+
+def test_the_benchmark_columns_join_on_case_method_and_variant():
+    inference = {"rows": [
+        {"case": "case30_ieee", "method": "proposed", "variant": "output_scale", "status": "ok", "batch1_ms": 0.5,
+         "batch1024_us_per_instance": 4.25},
+        {"case": "case30_ieee", "method": "proposed", "variant": "slack_repair=both", "status": "ok", "batch1_ms": 9.0,
+         "batch1024_us_per_instance": 99.0},
+    ]}
+    lines = ed_table.table(_records(), inference).splitlines()
+    assert lines[0].endswith("batch 1024 us / instance (bench) |")
+    proposed = next(line for line in lines if "| proposed (output_scale)" in line)
+    assert proposed.endswith("| 0.50 | 4.2 |")
+    e2elr = next(line for line in lines if "| e2elr" in line)
+    assert e2elr.endswith("| - | - |")  # no benchmark row for it: a dash, never another row's figure

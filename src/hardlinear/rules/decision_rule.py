@@ -372,7 +372,7 @@ def solve_decision_rule(
 
     problem = as_rule_target(problem)
     _rule_cost(problem, rule_objective)  # a bad objective option fails before any solving
-    solver = _resolve_solver(problem, solver, rule_objective)
+    requested, solver = solver, _resolve_solver(problem, solver, rule_objective)
     check_rule_device(device, solver)
     # a cost-aware rule depends on the objective too: its cache key is the whole problem's fingerprint
     fingerprint = problem.constraints_fingerprint() if rule_objective == "margin" else problem.fingerprint()
@@ -391,14 +391,28 @@ def solve_decision_rule(
     if rule is None:
         from hardlinear.rules.progress import SolveProgress
         from hardlinear.rules.robust_lp import ProgramInfeasible
+        from hardlinear.rules.robust_lp_sparse import SparseSolveFailed
 
         start = time.perf_counter()
-        try:
-            with SolveProgress(solver, problem.name):
-                sol = _solve(
-                    problem, solver, margin, threads, margin_gap, rule_objective=rule_objective,
+
+        def run(name: str):
+            with SolveProgress(name, problem.name):
+                return _solve(
+                    problem, name, margin, threads, margin_gap, rule_objective=rule_objective,
                     margin_fraction=margin_fraction, max_margin=max_margin, progress=progress, device=device,
                 )
+
+        try:
+            try:
+                sol = run(solver)
+            except SparseSolveFailed as err:
+                if requested != "auto":
+                    raise
+                # auto chose the sparse LP and HiGHS stopped without an optimum: the reduced solver takes the same LP
+                log.warning("rule_solver=auto: %s; %s goes to the reduced solver instead", err, problem.name)
+                solver = "reduced"
+                path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap, variant) if cache_dir is not None else None
+                sol = run(solver)
         except ProgramInfeasible as err:
             raise _infeasible(problem, float("-inf"), str(err), solver, find_max_uncertainty, margin) from err
         description = describe_row(problem, sol.binding_row)

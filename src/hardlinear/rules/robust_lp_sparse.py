@@ -44,6 +44,12 @@ from hardlinear.rules.sparse_elimination import normal_lu
 
 log = logging.getLogger(__name__)
 
+
+class SparseSolveFailed(RuntimeError):
+    """HiGHS stopped on the sparse LP without an optimum (status ``Unknown``, a limit): ``rule_solver=auto`` then
+    falls back to the reduced solver (case2869_pegase with inputs by zone, benchmarks/README.md, issue 42)."""
+
+
 # solver="auto" never hands this solver an LP of more nonzeros than this by sparse_lp_nonzeros (an overestimate,
 # ~1.7x): its memory. Measured, 1 thread: one area
 # at case13659_pegase (estimate 1.2 M, built 0.72 M) 69 s and 0.6 GB; 24 zones at case9241_pegase (estimate 12.8 M)
@@ -240,7 +246,7 @@ def solve_robust_lp_sparse(
     if status in ("Unbounded", "Primal infeasible or unbounded"):
         raise ProgramUnbounded("the margin is unbounded; rule_solver='clarabel' caps it (max_margin)")
     if status != "Optimal":
-        raise RuntimeError(f"HiGHS ended the sparse robust LP with status {status!r}; try rule_solver='reduced'")
+        raise SparseSolveFailed(f"HiGHS ended the sparse robust LP with status {status!r}; try rule_solver='reduced'")
     F = _rule_from_solution(x[: n * (q + 1)].reshape(q + 1, n).T, active, family, G)
     margins = verified_row_margins_chunked(F, H, family.B_ineq, box, weights)
     info.update(

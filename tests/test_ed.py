@@ -202,3 +202,40 @@ def test_slack_repair_option_is_checked():
         Proposed(slack_repair="before")
     assert Proposed(slack_repair="true").slack_mode == "after" and Proposed(slack_repair="both").slack_mode == "both"
     assert Proposed(slack_repair="zero").slack_mode == "zero"
+
+
+@pytest.fixture(scope="module")
+def refined(ed):
+    """The proposed method with refine=problem (the dispatch's exact projection, issue 42) and both slack steps."""
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    m = Proposed(refine="problem", slack_repair="both")
+    m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+    m.eval()
+    return m
+
+
+@pytest.mark.parametrize("kind", ["random", "huge", "enormous", "nan", "inf"])
+def test_refine_problem_stays_exactly_feasible_under_hostile_task_outputs(ed, refined, kind):
+    """The blend after the refinement keeps the guarantee whatever reaches it; finite outputs of the refinement
+    need (almost) no blend."""
+    xi = torch.cat([ed.sample(24, torch.Generator().manual_seed(5)), torch.ones(4, ed.k), -torch.ones(4, ed.k)])
+    refined.net = _Fixed(_hostile_outputs(ed, xi.shape[0])[kind])
+    with torch.no_grad():
+        pred = refined.predict(xi)
+    y = pred.y
+    assert torch.isfinite(y).all()
+    scale = 1.0 + ed.loads(xi).sum(dim=1, keepdim=True)
+    assert ed.ineq_resid(xi, y).max() <= 0.0
+    assert (ed.eq_resid(xi, y).abs() / scale).max() <= 1e-12
+    if kind in ("random", "huge"):
+        assert pred.extras["alpha"].max() <= 1e-9  # the refinement already landed in C(x)
+
+
+def test_refine_problem_is_refused_where_the_problem_has_no_exact_map():
+    from hardlinear.methods.base import Context, NotApplicable
+    from hardlinear.methods.proposed import Proposed
+
+    with pytest.raises(NotApplicable, match="problem=ed has one"):
+        Proposed(refine="problem").setup(build_problem("dcopf_14"), Context(cache_dir=None))

@@ -79,7 +79,7 @@ def main() -> int:
     parser.add_argument("--results", nargs="+", default=["results/ed"], help="record folders")
     parser.add_argument("--study", default="ed_pglearn", help="keep the records of this study (empty: all)")
     parser.add_argument("--out", default=None, help="Markdown file to write (default: print)")
-    parser.add_argument("--inference", default=None, help="benchmarks/bench_ed_inference.py's JSON: two more columns")
+    parser.add_argument("--inference", nargs="+", default=None, help="benchmarks/bench_ed_inference.py's JSONs: two more columns")
     args = parser.parse_args()
     roots = [r for r in args.results if Path(r).exists()]
     if not roots:
@@ -89,7 +89,8 @@ def main() -> int:
     if args.study:
         df = df[df["study"].astype(str) == args.study]
     df = df[df["problem"].astype(str).str.startswith("ed_")]
-    text = table(df, json.loads(Path(args.inference).read_text()) if args.inference else None)
+    inference = {"rows": [r for f in args.inference for r in json.loads(Path(f).read_text())["rows"]]} if args.inference else None
+    text = table(df, inference)
     if args.out:
         Path(args.out).write_text(text)
         print(args.out)

@@ -20,7 +20,8 @@ with the unfused layer's to ~1e-13 relative in float64 (tests/test_fused.py).
 ``refine`` (issue 28): a differentiable refinement of the task output *before* the equality projection and the
 blend (:mod:`hardlinear.layers.refine`): ``none`` (the paper), ``dr`` (``refine_steps`` Douglas-Rachford steps
 towards the projection onto ``C(x)``, ``refine_eval_steps`` at inference; step ``refine_sigma``, relaxation
-``refine_omega``), ``pinet`` (the same with Pinet's module: full space, Ruiz, implicit backward) ``hardnet`` (HardNet-Aff's closed-form correction) or ``problem`` (the problem's own exact map,
+``refine_omega``), ``pinet`` (the same with Pinet's module: full space, Ruiz, implicit backward),
+``hardnet`` (HardNet-Aff's closed-form correction) or ``problem`` (the problem's own exact map,
 ``Problem.exact_refinement``: on ``problem=ed`` the dispatch's projection onto the generator limits and the
 balance, with the smallest thermal slack; issue 42). The blend still makes every output
 exactly feasible, so the guarantee is the layer's whatever the refinement does (NaN, overflow, too few steps);

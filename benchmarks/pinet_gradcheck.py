@@ -101,31 +101,45 @@ def e662b15(directory: str, problem, xi: np.ndarray, y_raw: np.ndarray, backward
     return np.asarray(y), np.asarray(g)
 
 
-def pinet_hcnn(problem, xi: np.ndarray, y_raw: np.ndarray, backward: str, n_iter_bwd: int):
-    """pinet-hcnn 0.2.0 with e662b15's start ``s0 = (y_raw, 0)`` passed explicitly (its default start is 0)."""
+def hcnn_layer(data, xi: np.ndarray, backward: str, n_iter_bwd: int):
+    """pinet-hcnn 0.2.0's projection of DC3's QP ``data`` at inputs ``xi``, as a JAX function ``y_raw -> y``,
+    started at e662b15's ``s0 = (y_raw, 0)`` passed explicitly (its default start is 0). Also what
+    tests/test_pinet_gradient.py checks our layer against."""
     import jax
     import jax.numpy as jnp
     import pinet
 
     jax.config.update("jax_enable_x64", True)
-    d = problem.data
     X = jnp.asarray(xi)[..., None]
-    eq = pinet.EqualityConstraint(a_mat=jnp.asarray(d.A)[None], b=X, method=None, var_b=True)
-    ineq = pinet.AffineInequalityConstraint(c_mat=jnp.asarray(d.G)[None], lb=jnp.full((1, d.G.shape[0], 1), -jnp.inf),
-                                            ub=jnp.asarray(d.h)[None, :, None])
+    eq = pinet.EqualityConstraint(a_mat=jnp.asarray(data.A)[None], b=X, method=None, var_b=True)
+    ineq = pinet.AffineInequalityConstraint(c_mat=jnp.asarray(data.G)[None], lb=jnp.full((1, data.G.shape[0], 1), -jnp.inf),
+                                            ub=jnp.asarray(data.h)[None, :, None])
     params = pinet.EquilibrationParams(max_iter=0, tol=1e-3, ord=2.0, col_scaling=False, update_mode="Gauss", safeguard=False)
     proj = pinet.Project(eq_constraint=eq, ineq_constraint=ineq, unroll=backward == "unrolled", equilibration_params=params)
     spec = pinet.EqualityConstraintsSpecification(b=X)
-    Q, p = jnp.asarray(d.Q), jnp.asarray(d.p)
-    m = d.G.shape[0]
+    m = data.G.shape[0]
 
-    def loss(yr):
+    def run(yr):
         inp = pinet.ProjectionInstance(x=yr[..., None], eq=spec)
-        s0 = proj.initialize(inp)
-        s0 = s0.update(x=jnp.concatenate([yr[..., None], jnp.zeros((yr.shape[0], m, 1))], axis=1))
+        s0 = proj.initialize(inp).update(x=jnp.concatenate([yr[..., None], jnp.zeros((yr.shape[0], m, 1))], axis=1))
         kw = {} if backward == "unrolled" else {"n_iter_bwd": n_iter_bwd, "fpi": backward == "fixed_point"}
         out, _ = proj.call(y_raw=inp, s0=s0, sigma=SIGMA, omega=OMEGA, n_iter=K, **kw)
-        y = out.x[..., 0]
+        return out.x[..., 0]
+
+    return run
+
+
+def pinet_hcnn(problem, xi: np.ndarray, y_raw: np.ndarray, backward: str, n_iter_bwd: int):
+    """pinet-hcnn 0.2.0's output and the gradient of the mean QP objective through it (:func:`hcnn_layer`)."""
+    import jax
+    import jax.numpy as jnp
+
+    d = problem.data
+    run = hcnn_layer(d, xi, backward, n_iter_bwd)
+    Q, p = jnp.asarray(d.Q), jnp.asarray(d.p)
+
+    def loss(yr):
+        y = run(yr)
         return (0.5 * jnp.sum((y @ Q) * y, axis=1) + y @ p).mean(), y
 
     (_, y), g = jax.value_and_grad(loss, has_aux=True)(jnp.asarray(y_raw))

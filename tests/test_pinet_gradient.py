@@ -19,6 +19,9 @@ What must hold, and to what tolerance:
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -41,7 +44,10 @@ needs_pinet = pytest.mark.skipif(
     "pip install --no-deps pinet-hcnn==0.2.0 (docs/pinet.md)",
 )
 
-SIGMA, OMEGA, K = 1.0, 1.7, 100
+_spec = importlib.util.spec_from_file_location("pinet_gradcheck", Path(__file__).resolve().parents[1] / "benchmarks" / "pinet_gradcheck.py")
+gradcheck = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gradcheck)  # pinet-hcnn's layer in e662b15's configuration (hcnn_layer), and its settings
+SIGMA, OMEGA, K = gradcheck.SIGMA, gradcheck.OMEGA, gradcheck.K
 E662B15_BACKWARDS = {"implicit": 5, "fixed_point": 25, "unrolled": 100}
 
 
@@ -73,21 +79,7 @@ def ours(data, xi, y_raw, backward, n_iter_bwd, n_iter=K, nonconvex=False, bwd_t
 
 def pinet_hcnn(data, xi, y_raw, backward, n_iter_bwd, cotangents):
     """pinet-hcnn 0.2.0's output, and its vjp for each cotangent of the output (one compiled function)."""
-    X = jnp.asarray(xi)[..., None]
-    eq = pinet.EqualityConstraint(a_mat=jnp.asarray(data.A)[None], b=X, method=None, var_b=True)
-    ineq = pinet.AffineInequalityConstraint(c_mat=jnp.asarray(data.G)[None], lb=jnp.full((1, data.G.shape[0], 1), -jnp.inf),
-                                            ub=jnp.asarray(data.h)[None, :, None])
-    params = pinet.EquilibrationParams(max_iter=0, tol=1e-3, ord=2.0, col_scaling=False, update_mode="Gauss", safeguard=False)
-    proj = pinet.Project(eq_constraint=eq, ineq_constraint=ineq, unroll=backward == "unrolled", equilibration_params=params)
-    spec = pinet.EqualityConstraintsSpecification(b=X)
-
-    def run(yr):
-        inp = pinet.ProjectionInstance(x=yr[..., None], eq=spec)
-        s0 = proj.initialize(inp)  # e662b15's start (y_raw, 0), given explicitly (pinet-hcnn's own is 0)
-        s0 = s0.update(x=jnp.concatenate([yr[..., None], jnp.zeros((yr.shape[0], data.G.shape[0], 1))], axis=1))
-        kw = {} if backward == "unrolled" else {"n_iter_bwd": n_iter_bwd, "fpi": backward == "fixed_point"}
-        out, _ = proj.call(y_raw=inp, s0=s0, sigma=SIGMA, omega=OMEGA, n_iter=K, **kw)
-        return out.x[..., 0]
+    run = gradcheck.hcnn_layer(data, xi, backward, n_iter_bwd)
 
     @jax.jit
     def vjps(yr, cts):

@@ -15,6 +15,22 @@ def problem_with_train(n: int = 23) -> tuple[LinearProblem, np.ndarray]:
     return LinearProblem(arrays={**small_arrays(), "train_inputs": train}), train
 
 
+def fit_penalty(tmp_path, hidden: int = 16, **options):
+    """A one-layer penalty method trained on ``problem_with_train(40)`` with these trainer options (no pre-training,
+    batch 8): the small, deterministic run the trainer's own tests (keep, schedule) inspect."""
+    from hardlinear.data import build_dataset
+    from hardlinear.methods.penalty import Penalty
+    from hardlinear.train.trainer import train
+
+    torch.manual_seed(0)
+    p, _ = problem_with_train(40)
+    ctx = Context(seed=0, progress=False, network={"hidden": hidden, "layers": 1, "batch_norm": False})
+    method = Penalty(penalty=10.0)
+    method.setup(p, ctx)
+    val = build_dataset(p, "val", 4, seed=0, cache_dir=tmp_path, progress=False)
+    return train(method, p, val, TrainerConfig(pretrain_epochs=0, batch_size=8, progress=False, **options), ctx)
+
+
 def test_problem_training_inputs_are_used_unless_box_is_asked():
     p, train = problem_with_train()
     ctx = Context(seed=0)

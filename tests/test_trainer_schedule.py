@@ -4,13 +4,9 @@ pre-training at ``lr``, and is what the optimizer actually used (``train/lr`` in
 import math
 
 import pytest
-import torch
-from test_fixed_training_set import problem_with_train
+from test_fixed_training_set import fit_penalty
 
-from hardlinear.data import build_dataset
-from hardlinear.methods.base import Context
-from hardlinear.methods.penalty import Penalty
-from hardlinear.train.trainer import TrainerConfig, scheduled_lr, train
+from hardlinear.train.trainer import TrainerConfig, scheduled_lr
 
 
 def test_cosine_values_and_constant_default():
@@ -30,14 +26,7 @@ def test_schedule_is_checked():
 
 
 def test_training_records_the_rate_it_used(tmp_path):
-    torch.manual_seed(0)
-    p, _ = problem_with_train(40)
-    ctx = Context(seed=0, progress=False, network={"hidden": 8, "layers": 1, "batch_norm": False})
-    method = Penalty(penalty=10.0)
-    method.setup(p, ctx)
-    val = build_dataset(p, "val", 4, seed=0, cache_dir=tmp_path, progress=False)
-    cfg = TrainerConfig(epochs=4, pretrain_epochs=0, batch_size=8, batches_per_epoch=2, lr=0.2, val_every=4,
-                        progress=False, schedule="cosine")  # fmt: skip
-    result = train(method, p, val, cfg, ctx)
+    options = dict(epochs=4, batches_per_epoch=2, lr=0.2, val_every=4, schedule="cosine")
+    result = fit_penalty(tmp_path, hidden=8, **options)
+    cfg = TrainerConfig(pretrain_epochs=0, **options)
     assert [h["train/lr"] for h in result.history] == pytest.approx([scheduled_lr(cfg, e, 0) for e in range(4)])
-    assert result.history[-1]["train/lr"] < 0.2 / 2

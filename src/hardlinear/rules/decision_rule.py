@@ -28,6 +28,7 @@ import torch
 
 from hardlinear.atomic import atomic_write_bytes
 from hardlinear.constraints import lift
+from hardlinear.rules.free_slack import eliminate_free_slacks
 
 log = logging.getLogger(__name__)
 
@@ -282,11 +283,47 @@ def _solve(
 
         weights = sdp_row_weights(problem.compact, problem.form)
         return solve_robust_sdp(problem.compact, weights, solver, margin, cost=cost, margin_fraction=margin_fraction)
-    from hardlinear.rules.robust_lp import row_weights, solve_robust_lp
+    from hardlinear.rules.robust_lp import row_weights
 
     weights = row_weights(problem.compact.H, problem.form)
+    lp = dict(solver=solver, threads=threads, margin_gap=margin_gap, cost=cost, margin_fraction=margin_fraction,
+              max_margin=max_margin, progress=progress, device=device)
+    elimination = eliminate_free_slacks(problem.compact) if cost is None else None
+    if elimination is None:
+        return _solve_lp(problem.compact, weights, **lp)
+    sol = _solve_lp(elimination.family, weights[elimination.kept_rows], **lp)
+    return _with_free_slacks(elimination, problem.compact, weights, sol)
+
+
+def _with_free_slacks(elimination, family, weights: np.ndarray, sol):
+    """The whole family's rule from the rule of its LP without free slacks (:mod:`hardlinear.rules.free_slack`),
+    its margins verified over every row in float64."""
+    from hardlinear.rules.free_slack import complete_rule
+    from hardlinear.rules.reduced import verified_row_margins_chunked
+    from hardlinear.rules.robust_lp import RuleSolution
+
+    F = complete_rule(elimination, family, sol.F, sol.t_star, weights)
+    margins = verified_row_margins_chunked(F, family.H, family.B_ineq, family.box, weights)
+    info = dict(sol.info, free_slacks=int(elimination.slack_columns.size), rows_with_free_slacks=int(elimination.dropped_rows.size))
+    if "working_set_rows" in info:  # the smaller LP's row numbers -> the family's
+        info["working_set_rows"] = elimination.kept_rows[np.asarray(info["working_set_rows"], dtype=int)].tolist()
+    log.info(
+        "decision rule: %d free slack columns and their %d rows taken out of the LP (%d rows, %d variables solved); "
+        "verified margin %.6g over every row", elimination.slack_columns.size, elimination.dropped_rows.size,
+        elimination.kept_rows.size, elimination.kept_columns.size, float(margins.min()),
+    )
+    return RuleSolution(F, float(margins.min()), margins, sol.status, sol.solver, sol.solve_time_s, info)
+
+
+def _solve_lp(
+    family, weights: np.ndarray, *, solver: str, threads: int, margin_gap: float, cost, margin_fraction: float,
+    max_margin, progress: bool, device: str,
+):
+    """The robust LP of ``family`` by ``solver``."""
+    from hardlinear.rules.robust_lp import solve_robust_lp
+
     if solver in LARGE_GRID_SOLVERS:  # the large-grid solvers (margin_gap does not apply)
-        if getattr(problem.compact, "polytope", None) is not None:
+        if getattr(family, "polytope", None) is not None:
             raise ValueError(f"rule_solver={solver!r} works over an input box; over an input polytope use rule_solver='auto'")
         if cost is not None:
             raise ValueError(
@@ -296,12 +333,12 @@ def _solve(
         if solver == "sparse":
             from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse
 
-            return solve_robust_lp_sparse(problem.compact, weights, threads=threads)
+            return solve_robust_lp_sparse(family, weights, threads=threads)
         from hardlinear.rules.reduced import solve_robust_lp_reduced
 
-        return solve_robust_lp_reduced(problem.compact, weights, threads=threads, device=device)
+        return solve_robust_lp_reduced(family, weights, threads=threads, device=device)
     return solve_robust_lp(
-        problem.compact, weights, solver, threads=threads, margin_gap=margin_gap, cost=cost,
+        family, weights, solver, threads=threads, margin_gap=margin_gap, cost=cost,
         margin_fraction=margin_fraction, max_margin=max_margin, progress=progress,
     )
 
@@ -377,6 +414,8 @@ def solve_decision_rule(
     # a cost-aware rule depends on the objective too: its cache key is the whole problem's fingerprint
     fingerprint = problem.constraints_fingerprint() if rule_objective == "margin" else problem.fingerprint()
     variant = _rule_variant(rule_objective, margin_fraction, max_margin)
+    if rule_objective == "margin" and eliminate_free_slacks(problem.compact) is not None:
+        variant += "-noslack"  # solved without its free slack columns (hardlinear.rules.free_slack): another rule
     path = _cache_path(cache_dir, problem, solver, margin, fingerprint, margin_gap, variant) if cache_dir is not None else None
     if path is not None:
         check_cache_path(path, cache_dir)  # before any solving: a solve whose rule cannot be kept is wasted

@@ -61,12 +61,16 @@ EXCEEDED_AT: dict[str, float] = {'clarabel': 47952.0, 'highs': 47952.0, 'sparse'
 
 
 def rule_features(problem) -> dict:
-    """The sizes the solver choice reads, from the problem's data alone (nothing solved): rows, inputs, the
+    """The sizes the solver choice reads, from the problem's data alone (nothing solved), of the LP that is solved
+    (without free slack columns, :mod:`hardlinear.rules.free_slack`): rows, inputs, the
     inputs that move a right-hand side, nonzeros, the null-space dimension ``n - m_eq`` (``G`` has full row rank
     on the grids), the sparse solver's LP nonzeros and the dense LP's ``rows x (inputs + 1)``."""
+    from hardlinear.rules.free_slack import eliminate_free_slacks
     from hardlinear.rules.robust_lp_sparse import _active_inputs, sparse_lp_nonzeros
 
     c = problem.compact
+    if (smaller := eliminate_free_slacks(c)) is not None:  # the LP that is solved (decision_rule._solve)
+        c = smaller.family
     G, H = sp.csr_matrix(c.G), sp.csr_matrix(c.H)
     n = G.shape[1]
     _, _, active = _active_inputs(c)

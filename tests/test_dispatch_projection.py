@@ -39,6 +39,42 @@ def test_the_output_meets_the_projections_kkt_conditions():
     assert (shifted[p == hi] >= hi.expand_as(q)[p == hi] - 1e-12).all()
 
 
+def _bisection_reference(q, total, lo, hi, steps: int = 200):
+    """The slow way to the same point: bisection on ``lam`` far past float64's resolution."""
+    lam_lo, lam_hi = (q - hi).amin(dim=1), (q - lo).amax(dim=1)
+    for _ in range(steps):
+        mid = 0.5 * (lam_lo + lam_hi)
+        above = torch.clamp(q - mid.unsqueeze(1), lo, hi).sum(dim=1) > total
+        lam_lo, lam_hi = torch.where(above, mid, lam_lo), torch.where(above, lam_hi, mid)
+    return torch.clamp(q - (0.5 * (lam_lo + lam_hi)).unsqueeze(1), lo, hi)
+
+
+def test_degenerate_instances_match_a_bisection_reference():
+    """Ties among the breakpoints (repeated q, equal widths), fixed coordinates (lo = hi) and totals at the ends of
+    the reachable range: the breakpoint search lands on the same point as a long bisection."""
+    gen = torch.Generator().manual_seed(7)
+    lo = torch.tensor([0.0, 0.5, 0.5, 1.0, 0.2, 0.0, 0.3], dtype=torch.float64)
+    hi = torch.tensor([1.0, 1.5, 1.5, 1.0, 0.2, 2.0, 0.3], dtype=torch.float64)  # two fixed coordinates
+    q = torch.tensor([0.3, 0.3, 0.3, 0.3, 5.0, -4.0, 0.3], dtype=torch.float64).repeat(40, 1)
+    q[20:] += torch.randint(-2, 3, (20, 7), generator=gen).double() * 0.5  # coarse grid: many equal breakpoints
+    ends = torch.tensor([lo.sum(), hi.sum()], dtype=torch.float64)
+    total = torch.cat([ends, lo.sum() + (hi - lo).sum() * torch.rand(38, generator=gen, dtype=torch.float64)])
+    total[10:14] = torch.tensor([2.8, 3.3, 4.3, 5.5], dtype=torch.float64)  # sums that fall on breakpoints
+    p = project_box_sum(q, total, lo, hi)
+    assert ((p >= lo) & (p <= hi)).all()
+    assert torch.allclose(p.sum(dim=1), total, rtol=0, atol=1e-13)
+    assert torch.allclose(p, _bisection_reference(q, total, lo, hi), rtol=0, atol=1e-12)
+
+
+def test_large_batches_take_bisection_to_the_same_point(monkeypatch):
+    import hardlinear.problems.dispatch_projection as dp
+
+    q, total, lo, hi = _instance(batch=64, seed=5)
+    by_sort = project_box_sum(q, total, lo, hi)
+    monkeypatch.setattr(dp, "SORT_MAX_ENTRIES", 0)
+    assert torch.allclose(project_box_sum(q, total, lo, hi), by_sort, rtol=0, atol=1e-13)
+
+
 def test_it_agrees_with_a_qp_solver():
     q, total, lo, hi = _instance(batch=4, seed=3)
     p = project_box_sum(q, total, lo, hi)

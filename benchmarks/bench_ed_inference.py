@@ -9,7 +9,7 @@ does work that depends on the weights' values (E2ELR's repairs and the proposed 
 whatever ``alpha`` comes out), so a trained network costs the same.
 
     python benchmarks/bench_ed_inference.py --cases pglib_opf_case14_ieee pglib_opf_case118_ieee \\
-        --out results/ed/inference.json
+        --proposed-variants '' 'method.refine=problem' --out results/ed/inference.json
 
 Batch 1: ``--instances`` inputs one at a time, each timed; median and interquartile range. Batch 1024:
 ``--repeats`` calls on one batch; median. A method that cannot be set up on a case (no rule) is a row saying why.
@@ -32,13 +32,13 @@ import common  # noqa: E402
 METHODS = ("e2elr", "proposed")
 
 
-def time_case(case: str, method: str, args: argparse.Namespace) -> dict:
+def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple[str, ...] = ()) -> dict:
     from hydra.utils import instantiate
 
     from hardlinear.harness.runner import problem_from_config
     from hardlinear.methods.base import Context
 
-    cfg = common.compose("ed", method, [f"problem.case={case}"])
+    cfg = common.compose("ed", method, [f"problem.case={case}", *overrides])
     problem = problem_from_config(cfg)
     dtype = {"float32": torch.float32, "float64": torch.float64}[str(cfg.dtype)]
     ctx = Context(cache_dir=str(args.cache_dir), device="cpu", dtype=dtype, seed=0, progress=False,
@@ -77,15 +77,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--cache-dir", default=str(common.DEFAULT_CACHE))
+    p.add_argument("--proposed-variants", nargs="+", default=[""], metavar="OVERRIDES",
+                   help="the proposed method's variants to time, each a space-separated list of Hydra overrides "
+                        "('' is conf/problem_method/ed_proposed.yaml as it is), e.g. '' 'method.refine=problem'")
     p.add_argument("--out", default="results/ed/inference.json")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     env = common.environment("cpu", 1)
     rows = []
     for case in args.cases:
-        for method in args.methods:
-            row = time_case(case, method, args)
-            common.log(f"[ed inference] {row['case']} {method}: " + (
+        runs = [(m, ()) for m in args.methods if m != "proposed"]
+        if "proposed" in args.methods:
+            runs += [("proposed", tuple(v.split())) for v in args.proposed_variants]
+        for method, overrides in runs:
+            row = time_case(case, method, args, overrides)
+            common.log(f"[ed inference] {row['case']} {method} {row.get('variant', '')}: " + (
                 f"batch 1 {row['batch1_ms']:.3f} ms, batch {args.batch} {row[f'batch{args.batch}_ms']:.2f} ms"
                 if row["status"] == "ok" else f"{row['status']}: {row['note']}"))
             rows.append(row)

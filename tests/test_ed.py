@@ -239,3 +239,24 @@ def test_refine_problem_is_refused_where_the_problem_has_no_exact_map():
 
     with pytest.raises(NotApplicable, match="problem=ed has one"):
         Proposed(refine="problem").setup(build_problem("dcopf_14"), Context(cache_dir=None))
+
+
+def test_refine_problem_needs_no_slack_step_before_it(ed, refined):
+    """With refine=problem the slack step before the blend is skipped (the refinement maps pg alone, and the
+    balance's uniform shift does not move its result): outputs and gradients equal those of slack_repair=true."""
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    after = Proposed(refine="problem", slack_repair=True)
+    after.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+    xi = ed.sample(16, torch.Generator().manual_seed(3))
+    raw = 3.0 * torch.randn(16, ed.n, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    grads = []
+    for m in (refined, after):
+        out = raw.clone().requires_grad_(True)
+        m.net = _Fixed(out)
+        y = m(xi)
+        (y @ torch.linspace(-1.0, 2.0, ed.n, dtype=torch.float64)).sum().backward()
+        grads.append((y.detach(), out.grad))
+    assert torch.allclose(grads[0][0], grads[1][0], rtol=0, atol=1e-12)
+    assert torch.allclose(grads[0][1], grads[1][1], rtol=0, atol=1e-12)

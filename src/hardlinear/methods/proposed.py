@@ -220,7 +220,9 @@ class Proposed(Method):
         the layer. What the fused path computes, and what it runs unfused when it cannot (``unfusable_reason``)."""
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
-        if self.slack_mode == "both":  # the projected pg meets the balance; the slacks follow it
+        # refine=problem maps pg alone and the balance's shift does not move its result (clip(q - lam) is invariant
+        # to a uniform shift of q), so the step before it would be work whose output is thrown away
+        if self.slack_mode == "both" and self.refine != "problem":  # projected pg meets the balance; slacks follow
             y_task = self.problem.repair_slack(xw, self.layer.project(xw, y_task))
         elif self.slack_mode == "zero":  # no thermal slack: the blend holds the line rows as hard limits
             y_task = self.problem.zero_slack(xw, self.layer.project(xw, y_task))

@@ -260,3 +260,12 @@ def test_refine_problem_needs_no_slack_step_before_it(ed, refined):
         grads.append((y.detach(), out.grad))
     assert torch.allclose(grads[0][0], grads[1][0], rtol=0, atol=1e-12)
     assert torch.allclose(grads[0][1], grads[1][1], rtol=0, atol=1e-12)
+
+
+def test_guard_gradient_option_is_checked_and_named_in_the_variant():
+    from hardlinear.methods.proposed import Proposed
+
+    with pytest.raises(ValueError, match="guard_gradient must be true or false"):
+        Proposed(guard_gradient="no")
+    assert "guard_gradient=false" in Proposed(guard_gradient=False).describe()["variant"]
+    assert "guard_gradient" not in Proposed().describe()["variant"]

@@ -607,3 +607,31 @@ def test_cuda_matches_cpu():
     assert torch.allclose(gpu.cpu(), cpu, rtol=0, atol=1e-9)
     assert_feasible(fam, xi, gpu.cpu())
     assert fam.ineq_resid(xi, gpu32.cpu().double()).max() <= 1e-12
+
+
+def test_guard_gradient_off_leaves_an_output_on_a_face_free_to_move():
+    """A task output exactly on a face (slack 0) while another row is violated at rounding level (what a
+    refinement's output looks like): the rounding guard makes the face's row the arg max (its ratio tau / gap beats
+    the violated row's). Differentiated through the guard (the default), the output's derivative along the face's
+    normal is ~0 (the blend holds it there); with guard_gradient=False it is 1 - alpha, the exact-arithmetic
+    layer's. A row violated outright keeps its alpha gradient either way."""
+    from hardlinear.rules.decision_rule import DecisionRule
+
+    fam = JointlyLinearFamily(
+        box=InputBox.symmetric(1), G=sp.csr_matrix((0, 2)), B_eq=np.zeros((0, 2)), H=sp.eye(2, format="csr"),
+        B_ineq=np.array([[1.0, 0.0], [1.0, 0.0]]),
+    )
+    safe = DecisionRule(np.array([[0.999, 0.0], [0.0, 0.0]]), form="inequality", t_star=1e-3)  # 1e-3 from the face
+    xi = torch.zeros(2, 1, dtype=torch.float64)
+    derivative = {}
+    for guard_gradient in (True, False):
+        layer = FeasibilityLayer(fam, safe, guard_gradient=guard_gradient)
+        # row 0: y_0 on its face, y_1 past its bound by 1e-15; row 1: y_0 past its bound by 0.5
+        y_task = torch.tensor([[1.0, 1.0 + 1e-15], [1.5, 0.5]], dtype=torch.float64, requires_grad=True)
+        layer(xi, y_task)[:, 0].sum().backward()
+        alpha = layer.last_stats["alpha"]
+        assert 0 < alpha[0] < 1e-9 and 0.99 < alpha[1] < 1
+        derivative[guard_gradient] = y_task.grad[:, 0]
+    assert abs(derivative[True][0]) < 1e-6  # held on the face
+    assert derivative[False][0] == pytest.approx(1.0, abs=1e-9)  # free to move back inside
+    assert derivative[True][1] == derivative[False][1]  # a row violated outright: the same gradient

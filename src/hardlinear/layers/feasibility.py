@@ -225,6 +225,12 @@ class FeasibilityLayer(nn.Module):
             ``y_task``'s dtype, so its equalities hold to that dtype's rounding (float32: ~1e-7 relative, not
             ~1e-15). On in :func:`hardlinear.feasibility_layer`, where a float32 network's output used to pass
             silently; off here, for the methods that choose their dtype.
+        guard_gradient: True (as recorded) differentiates ``alpha`` also where only the rounding guard makes it
+            positive (the arg-max row satisfied, ``0 <= s_TN < tau``); False gives it no gradient there, the
+            gradient of the layer in exact arithmetic (where ``alpha`` is 0). It matters where task outputs sit
+            exactly on a face, as a refinement puts them: there the guard's ``alpha ~ 1e-16`` carries a gradient of
+            size ``|y_SN - y_TN| / (s_SN - s_TN)`` that pushes the output off the face (docs/peer_methods.md,
+            economic dispatch, third pass).
 
     Device syncs: one per call (``nonfinite.any()``, to skip the row replacement when nothing is wrong), plus
     the domain policy's when it is not ``"count"``.
@@ -246,6 +252,7 @@ class FeasibilityLayer(nn.Module):
         rounding_guard: float = 4.0,
         out_of_domain: str = "count",
         warn_low_precision: bool = False,
+        guard_gradient: bool = True,
     ) -> None:
         super().__init__()
         if gradient not in GRADIENTS:
@@ -276,6 +283,7 @@ class FeasibilityLayer(nn.Module):
         self.rounding_guard, self.out_of_domain = float(rounding_guard), out_of_domain
         self._last: tuple[torch.Tensor, ...] | None = None
         self.warn_low_precision = bool(warn_low_precision)
+        self.guard_gradient = bool(guard_gradient)
 
     def extra_repr(self) -> str:
         return f"n={self.n}, gradient={self.gradient}, alpha_dtype={self.alpha_dtype}"
@@ -319,6 +327,8 @@ class FeasibilityLayer(nn.Module):
         if not (need.requires_grad or s_sn.requires_grad):
             return clipped
         inner = (hard > 0) & (hard < 1)
+        if not self.guard_gradient:  # only where the arg-max row is violated: alpha > 0 in exact arithmetic
+            inner = inner & (s_tn.detach().gather(1, row.unsqueeze(1)).squeeze(1) < 0)
         if self.gradient == "argmax":
             i = row.unsqueeze(1)
             gap = (s_sn.gather(1, i) - s_tn.gather(1, i)).squeeze(1).clamp_min(tiny)

@@ -59,6 +59,12 @@ the repair and the layer.
 :class:`~hardlinear.layers.network.OutputAffine` after the last layer maps ``z`` to ``mid + half_range * z`` on the
 variables the compact constraints bound outright (generator limits), the others unscaled; folded into the last
 linear layer by the fused path.
+
+``guard_gradient`` (issue 42): ``false`` gives ``alpha`` no gradient where only the layer's rounding guard makes it
+positive (:class:`~hardlinear.layers.feasibility.FeasibilityLayer`, ``guard_gradient``): a refinement that puts
+outputs exactly on a face (``refine=problem``: generators at their limits) otherwise gets a gradient that pushes
+them off it. Given as ``++method.guard_gradient=false``; the default, ``true``, is the layer every recorded run
+trained.
 """
 
 from __future__ import annotations
@@ -102,6 +108,7 @@ class Proposed(Method):
         slack_repair: bool | str = False,
         refine_distance: float = 0.0,
         output_scale: bool = False,
+        guard_gradient: bool = True,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -131,6 +138,9 @@ class Proposed(Method):
             )
         self.refine_pick = refine_pick
         self.output_scale = bool(output_scale)
+        if not isinstance(guard_gradient, bool):
+            raise ValueError(f"method.guard_gradient must be true or false; got {guard_gradient!r}")
+        self.guard_gradient = guard_gradient
         self.refine_distance = float(refine_distance)
         self._distance: torch.Tensor | None = None  # refine_distance > 0, training: the last batch's ||y_task - refined||^2
         if isinstance(slack_repair, str):
@@ -182,7 +192,9 @@ class Proposed(Method):
             self.net = scale_outputs(self.net, *self._output_bounds(problem))
         # "project" is handled here (it needs a solver); the layer itself only counts those inputs then.
         policy = "count" if self.out_of_domain == "project" else self.out_of_domain
-        self.layer = FeasibilityLayer(problem.family, self.rule, gradient=self.gradient, out_of_domain=policy)
+        self.layer = FeasibilityLayer(
+            problem.family, self.rule, gradient=self.gradient, out_of_domain=policy, guard_gradient=self.guard_gradient
+        )
         self.layer.to(ctx.device)
         if self.refiner is not None:
             self.refiner.to(ctx.device)
@@ -346,6 +358,8 @@ class Proposed(Method):
             parts.append(f"distance={self.refine_distance:g}")
         if self.output_scale:
             parts.append("output_scale")
+        if not self.guard_gradient:
+            parts.append("guard_gradient=false")
         if self.slack_repair:
             parts.append("slack_repair" if self.slack_mode == "after" else f"slack_repair={self.slack_mode}")
         parts.append(rule_variant(self.rule_objective, self.rule_margin_fraction))

@@ -285,6 +285,7 @@ def _select_family(coef: float, contiguous: bool):
     [
         ("random_jl", "gather"),
         ("random_jl_dense", "dense"),
+        ("random_jl_sparse", "sparse"),
         ("random_jl_std", "select"),
         ("random_id", "batched"),
         ("random_id_std", "select"),
@@ -292,7 +293,12 @@ def _select_family(coef: float, contiguous: bool):
         ("select_scaled", "select"),
     ],
 )
-def test_slack_operator_matches_the_family(name, mode):
+def test_slack_operator_matches_the_family(name, mode, monkeypatch):
+    if name == "random_jl_sparse":  # long rows in an H above the dense limit (ED's PTDF rows at 1,354 buses)
+        import hardlinear.layers.feasibility as feasibility
+
+        monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
+        name = "random_jl_dense"
     if name.startswith("select"):
         fam, F = _select_family(2.0 if name == "select_scaled" else -1.0, contiguous=False)
     else:
@@ -635,3 +641,23 @@ def test_guard_gradient_off_leaves_an_output_on_a_face_free_to_move():
     assert abs(derivative[True][0]) < 1e-6  # held on the face
     assert derivative[False][0] == pytest.approx(1.0, abs=1e-9)  # free to move back inside
     assert derivative[True][1] == derivative[False][1]  # a row violated outright: the same gradient
+
+
+def test_sparse_slack_mode_gives_the_dense_modes_outputs_and_gradients(monkeypatch):
+    import hardlinear.layers.feasibility as feasibility
+
+    fam, F = _case("random_jl_dense")
+    dense = FeasibilityLayer(fam, AffineSafe(F))
+    monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
+    sparse = FeasibilityLayer(fam, AffineSafe(F))
+    assert (dense.slacks.mode, sparse.slacks.mode) == ("dense", "sparse")
+    xi = inputs(fam, 50, seed=3)
+    base = task_outputs(dense.safe(xi), seed=3).detach()
+    results = []
+    for layer in (dense, sparse):
+        y_task = base.clone().requires_grad_(True)
+        y = layer(xi, y_task)
+        y.square().sum().backward()
+        results.append((y.detach(), y_task.grad))
+    assert torch.allclose(results[0][0], results[1][0], rtol=0, atol=1e-12)
+    assert torch.allclose(results[0][1], results[1][1], rtol=1e-9, atol=1e-9)

@@ -48,3 +48,10 @@ def test_the_benchmark_columns_join_on_case_method_and_variant():
     assert proposed.endswith("| 0.50 | 4.2 |")
     e2elr = next(line for line in lines if "| e2elr" in line)
     assert e2elr.endswith("| - | - |")  # no benchmark row for it: a dash, never another row's figure
+
+
+def test_a_run_in_another_form_is_its_own_row_and_says_so():
+    extra = _records().iloc[[1]].assign(form="inequality", **{"test/gap_mean": 0.5})
+    text = ed_table.table(pd.concat([_records().assign(form="standard"), extra]))
+    assert "| proposed (output_scale form=inequality) **(best)** | 1 | 0.5000 |" in text
+    assert "| proposed (output_scale) | 1 | 1.0000 |" in text

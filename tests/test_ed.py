@@ -269,3 +269,41 @@ def test_guard_gradient_option_is_checked_and_named_in_the_variant():
         Proposed(guard_gradient="no")
     assert "guard_gradient=false" in Proposed(guard_gradient=False).describe()["variant"]
     assert "guard_gradient" not in Proposed().describe()["variant"]
+
+
+def test_the_recipes_polytope_holds_every_draw_and_only_shrinks_the_set():
+    """input_set=recipe: PGLearn's draws all lie in the polytope; its corners of the box that no draw reaches (one load
+    at its highest factor, another at its lowest) lie outside; and the rule's margin over it is at least the box's."""
+    from hardlinear.rules import solve_decision_rule
+
+    recipe = build_problem("ed", case=CASE, input_set="recipe")
+    poly = recipe.compact.polytope
+    xi = recipe.sample(5000, torch.Generator().manual_seed(2))
+    assert poly.violation(xi).max() <= 1e-12
+    corner = -torch.ones(1, recipe.k, dtype=torch.float64)
+    corner[0, 0] = 1.0
+    assert poly.violation(corner).item() > 0.1
+    box_rule, recipe_rule = solve_decision_rule(build_problem("ed", case=CASE)), solve_decision_rule(recipe)
+    assert recipe_rule.t_star >= box_rule.t_star * (1 - 1e-7)  # Clarabel on the polytope LP: ~1e-8 of t*
+    assert (recipe.ineq_resid(xi, recipe_rule(xi)).max() <= 0).item()
+
+
+def test_case89_has_a_rule_over_the_recipes_set_and_none_over_its_box():
+    from hardlinear.rules import DecisionRuleInfeasible, solve_decision_rule
+
+    recipe = build_problem("ed", case="pglib_opf_case89_pegase", input_set="recipe")
+    rule = solve_decision_rule(recipe)
+    assert rule.t_star > 0.05 and rule.info["free_slacks"] == len(recipe.limited)
+    xi = recipe.sample(2000, torch.Generator().manual_seed(4))  # every row holds its margin at the recipe's draws
+    assert recipe.ineq_resid(xi, rule(xi)).max() <= -rule.t_star * (1 - 1e-9)
+    with pytest.raises(DecisionRuleInfeasible):
+        solve_decision_rule(build_problem("ed", case="pglib_opf_case89_pegase"), find_max_uncertainty=False)
+
+
+@pytest.mark.parametrize(
+    "options, phrase",
+    [({"input_set": "hull"}, "input_set must be one of"), ({"input_set": "recipe", "uncertainty": 0.5}, "use one or the other")],
+)
+def test_input_set_options_name_the_fix(options, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        build_problem("ed", case=CASE, **options)

@@ -32,6 +32,13 @@ box is the smallest one that holds it, ``pd_i = pd0_i (m + r xi_i)``, ``xi in [-
 uniformly in the box), and the decision rule covers the whole box. ``uncertainty`` is the fraction of that range
 kept about its centre: None or 1 is PGLearn's whole range; below 1 the box and the draws shrink about the centre,
 for a case whose rule does not exist over the full range (the rule's error names the largest level that has one).
+
+``input_set="recipe"`` declares the recipe's own set instead of its bounding box: the loads a draw can give,
+``{rho : exists a in [load_low, load_high], a (1 - load_noise) <= rho_i <= a (1 + load_noise)}`` with
+``rho_i = pd_i / pd0_i``, is the polytope ``(1 - load_noise) rho_i <= (1 + load_noise) rho_j`` for every ordered pair
+(``a`` eliminated), cut by the box: ``k (k - 1)`` rows, so it is offered up to ``RECIPE_MAX_INPUTS`` loads. Every
+draw of ``sample`` lies in it, and the decision rule only has to cover it: at case89_pegase no rule exists over the
+box (``t* = -0.199``) and one does over the recipe's set (``t* = 0.071``).
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ from hardlinear.problems.dispatch_projection import project_box_sum
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
+INPUT_SETS = ("box", "recipe")
+RECIPE_MAX_INPUTS = 200  # k (k - 1) polytope rows: 39,800 at 200 loads; the robust LP carries them per rule row
 
 
 def ptdf_matrix(net: Network) -> np.ndarray:
@@ -84,8 +93,11 @@ class EconomicDispatch(Problem):
         uncertainty: float | None = None,
         thermal_penalty: float = THERMAL_PENALTY,
         name: str | None = None,
+        input_set: str = "box",
     ) -> None:
         net = load_network(case)  # first: an unknown case name is the error to report
+        if input_set not in INPUT_SETS:
+            raise ValueError(f"input_set must be one of {INPUT_SETS} (the recipe's bounding box, or its own polytope); got {input_set!r}")
         if not 0.0 < load_low <= load_high:
             raise ValueError(f"need 0 < load_low <= load_high (PGLearn: 0.6, 1.0); got {load_low}, {load_high}")
         if not 0.0 <= load_noise < 1.0:
@@ -102,6 +114,18 @@ class EconomicDispatch(Problem):
         self.uncertainty, self.thermal_penalty = uncertainty, float(thermal_penalty)
         self.centre, self.half_width = load_box(self.load_low, self.load_high, self.load_noise, self.uncertainty)
         self.load_bus = np.flatnonzero(net.pd != 0)
+        if input_set == "recipe" and len(self.load_bus) > RECIPE_MAX_INPUTS:
+            raise ValueError(
+                f"input_set='recipe' on {case}: its polytope would have {len(self.load_bus) * (len(self.load_bus) - 1):,} rows "
+                f"({len(self.load_bus)} loads; at most {RECIPE_MAX_INPUTS} are offered); use input_set=box (the recipe's "
+                "bounding box, the default)"
+            )
+        if input_set == "recipe" and uncertainty != 1.0:
+            raise ValueError(
+                f"input_set='recipe' declares the recipe's own set, and uncertainty={uncertainty:g} shrinks its box: "
+                "use one or the other (uncertainty=null with input_set=recipe)"
+            )
+        self.input_set = input_set
         self.ptdf = ptdf_matrix(net)
         self.limited = np.flatnonzero(net.rate_a > 0)
         family = self._family()
@@ -133,7 +157,25 @@ class EconomicDispatch(Problem):
         slack_rows = sp.hstack([sp.csr_matrix((ne, ng)), slack])
         H = sp.vstack([gen_rows, line_rows, slack_rows]).tocsr()
         B_ineq = np.r_[gen_rhs, line_rhs, np.zeros((ne, k + 1))]
-        return JointlyLinearFamily(box=InputBox.symmetric(k), G=G.tocsr(), B_eq=B_eq, H=H, B_ineq=B_ineq)
+        box = InputBox.symmetric(k)
+        polytope = self._recipe_polytope() if self.input_set == "recipe" else None
+        return JointlyLinearFamily(box=box, G=G.tocsr(), B_eq=B_eq, H=H, B_ineq=B_ineq, polytope=polytope)
+
+    def _recipe_polytope(self):
+        """The recipe's set in ``xi`` (module docstring): ``(1 - e) rho_i <= (1 + e) rho_j`` for ``i != j``, with
+        ``rho = centre + R xi`` and ``R`` the unshrunk half-width (``sample``'s map), checked by
+        :func:`~hardlinear.polytope.make_input_set`."""
+        from hardlinear.polytope import make_input_set
+
+        k, e, R = len(self.load_bus), self.load_noise, self.half_width / self.uncertainty
+        i, j = np.nonzero(~np.eye(k, dtype=bool))
+        A = np.zeros((i.size, k))
+        A[np.arange(i.size), i] = R * (1.0 - e)
+        A[np.arange(i.size), j] -= R * (1.0 + e)
+        b = np.full(i.size, 2.0 * e * self.centre)
+        box = InputBox.symmetric(k)
+        polytope, _, _ = make_input_set(A, b, box.lo, box.hi)
+        return polytope
 
     # --- inputs --------------------------------------------------------------------------------------
     def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -212,8 +254,10 @@ class EconomicDispatch(Problem):
 
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
-        return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty, self.thermal_penalty, self.name)
+        return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty,
+                                self.thermal_penalty, self.name, self.input_set)
 
     def describe(self) -> str:
         lo, hi = self.centre - self.half_width, self.centre + self.half_width
-        return f"{super().describe()} loads {lo:.3g}-{hi:.3g} x nominal"
+        where = " (the recipe's polytope)" if self.input_set == "recipe" else ""
+        return f"{super().describe()} loads {lo:.3g}-{hi:.3g} x nominal{where}"

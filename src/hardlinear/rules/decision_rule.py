@@ -297,13 +297,17 @@ def _solve(
 
 def _with_free_slacks(elimination, family, weights: np.ndarray, sol):
     """The whole family's rule from the rule of its LP without free slacks (:mod:`hardlinear.rules.free_slack`),
-    its margins verified over every row in float64."""
+    its margins verified over every row in float64: over the box for every row (a lower bound over a polytope inside
+    it), and for the solved rows over an input polytope as the solver verified them."""
     from hardlinear.rules.free_slack import complete_rule
     from hardlinear.rules.reduced import verified_row_margins_chunked
     from hardlinear.rules.robust_lp import RuleSolution
 
     F = complete_rule(elimination, family, sol.F, sol.t_star, weights)
     margins = verified_row_margins_chunked(F, family.H, family.B_ineq, family.box, weights)
+    if getattr(family, "polytope", None) is not None:  # the kept rows hold over the polytope: the solver verified
+        kept = elimination.kept_rows  # their worst case there (a bound, like the box's, which is lower)
+        margins[kept] = np.maximum(margins[kept], sol.row_margins)
     info = dict(sol.info, free_slacks=int(elimination.slack_columns.size), rows_with_free_slacks=int(elimination.dropped_rows.size))
     if "working_set_rows" in info:  # the smaller LP's row numbers -> the family's
         info["working_set_rows"] = elimination.kept_rows[np.asarray(info["working_set_rows"], dtype=int)].tolist()

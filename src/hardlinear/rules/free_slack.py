@@ -19,9 +19,10 @@ The slacks come back as constants ``D_j``: each dropped row ``r`` needs ``sum_j 
 of ``PAD`` relative to the row's terms keeps rounding from putting a dropped row below ``t*``. The caller verifies
 the completed rule over every row, as it does any rule (:func:`complete_rule` returns the verified margins).
 
-Applies to the margin rule of a jointly linear family over an input box. The cost-aware rule keeps the whole LP
-(there a slack's value is what the cost weighs), and so does an input polytope (the closed-form worst case
-above is the box's).
+Applies to the margin rule of a jointly linear family. The cost-aware rule keeps the whole LP (there a slack's value
+is what the cost weighs). Over an input polytope the smaller LP keeps the polytope, and the slacks' constants take
+the worst case over the family's box, which holds the polytope: the dropped rows then hold with at least the margin
+over the whole box (a little more slack than needed, and no LP per row).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def free_slack_columns(family: JointlyLinearFamily) -> np.ndarray:
 def eliminate_free_slacks(family: JointlyLinearFamily) -> SlackElimination | None:
     """The elimination of ``family``'s free slacks, or None where there is none, or where nothing would be left
     to solve (no other variable or no row without a slack: the margin is then set by the slacks alone)."""
-    if not isinstance(family, JointlyLinearFamily) or getattr(family, "polytope", None) is not None:
+    if not isinstance(family, JointlyLinearFamily):
         return None
     slacks = free_slack_columns(family)
     if slacks.size == 0:

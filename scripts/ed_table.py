@@ -4,7 +4,8 @@
     python scripts/ed_table.py --results results/ed --study ed_pglearn --out results/ed/table.md \
         --inference results/ed/inference.json           # + the batch-1 / batch-1024 timings of one benchmark run
 
-Per case and method (with its variant, and its form where it is not the standard one): seeds, mean over seeds of the mean test gap, the worst test gap of any
+Per case and method (with its variant, its form where it is not the standard one, and ``input_set=recipe`` where
+the rule covers the recipe's own set): seeds, mean over seeds of the mean test gap, the worst test gap of any
 seed, the worst equality and inequality violations (relative norms) of any seed, the mean batch-1 time per
 instance (``test/time_ms``, taken by each run at its own load) and training seconds; with ``--inference``, the
 batch-1 and batch-1024 times of ``benchmarks/bench_ed_inference.py`` (one process, one footing) for the method and
@@ -48,6 +49,10 @@ def table(df, inference: dict | None = None) -> str:
                          for p, u in zip(df["problem"].astype(str), df["uncertainty"])])
     if "form" not in df:
         df = df.assign(form="standard")
+    # the input set the rule covers: a problem option (problem.input_set), the same instances; shown with the method
+    recipe = df["cfg.problem.input_set"] if "cfg.problem.input_set" in df else None
+    df = df.assign(form=[f if recipe is None or recipe.iloc[i] != "recipe" else f"{f}, input_set=recipe"
+                         for i, f in enumerate(df["form"])])
     ok = df[df["status"].astype(str) == "ok"]
     bench_head = (" batch 1 ms (bench) | batch 1024 us / instance (bench) |", "---|---|") if inference else ("", "")
     lines = [
@@ -57,8 +62,8 @@ def table(df, inference: dict | None = None) -> str:
     for case in sorted(ok["case"].unique(), key=case_key):
         rows = []
         for (method, variant, form), g in ok[ok["case"] == case].groupby(["method", "variant", "form"], dropna=False):
-            variant = " ".join(v for v in (variant if isinstance(variant, str) else "",
-                                           "" if form in ("standard", None) or form != form else f"form={form}") if v)
+            form = "" if form in ("standard", None) or form != form else f"form={form}".replace("form=standard, ", "")
+            variant = " ".join(v for v in (variant if isinstance(variant, str) else "", form) if v)
             label = method if not variant else f"{method} ({variant})"
             bench = bench_cells(inference, case, method, variant) if " (" not in case else (" - | - |" if inference else "")
             rows.append((label, len(g), g["test/gap_mean"].mean(), g["test/gap_worst"].max(), g["test/eq_viol_worst"].max(),

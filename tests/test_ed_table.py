@@ -55,3 +55,10 @@ def test_a_run_in_another_form_is_its_own_row_and_says_so():
     text = ed_table.table(pd.concat([_records().assign(form="standard"), extra]))
     assert "| proposed (output_scale form=inequality) **(best)** | 1 | 0.5000 |" in text
     assert "| proposed (output_scale) | 1 | 1.0000 |" in text
+
+
+def test_a_run_over_the_recipes_set_is_its_own_row_of_the_same_case():
+    extra = _records().iloc[[1]].assign(**{"cfg.problem.input_set": "recipe", "test/gap_mean": 0.25})
+    text = ed_table.table(pd.concat([_records(), extra]))
+    assert "| case30_ieee | proposed (output_scale input_set=recipe) **(best)** | 1 | 0.2500 |" in text
+    assert "| case30_ieee | e2elr | 1 | 0.9000 |" in text

@@ -50,7 +50,10 @@ def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple
     except Exception as err:  # noqa: BLE001 - reported as the row's status, never skipped silently
         return {**row, "status": "failed", "note": f"{type(err).__name__}: {str(err)[:200]}"}
     m.eval()
-    row["variant"] = m.describe().get("variant", "")
+    # the problem options scripts/ed_table.py shows beside the variant (the form, the rule's input set)
+    extra = ([] if problem.form == "standard" else [f"form={problem.form}"]) + (
+        ["input_set=recipe"] if getattr(problem, "input_set", "box") == "recipe" else [])
+    row["variant"] = " ".join(v for v in (m.describe().get("variant", ""), *extra) if v)
     xi = problem.sample(max(args.instances, args.batch), generator=torch.Generator().manual_seed(1)).to(dtype)
     with torch.no_grad():
         for i in range(args.warmup):

@@ -18,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from hardlinear.harness.results import load_records
 
 CASE_ORDER = ("case14_ieee", "case30_ieee", "case57_ieee", "case89_pegase", "case118_ieee", "case300_ieee", "case1354_pegase",
@@ -49,10 +51,12 @@ def table(df, inference: dict | None = None) -> str:
                          for p, u in zip(df["problem"].astype(str), df["uncertainty"])])
     if "form" not in df:
         df = df.assign(form="standard")
-    # the input set the rule covers: a problem option (problem.input_set), the same instances; shown with the method
-    recipe = df["cfg.problem.input_set"] if "cfg.problem.input_set" in df else None
-    df = df.assign(form=[f if recipe is None or recipe.iloc[i] != "recipe" else f"{f}, input_set=recipe"
-                         for i, f in enumerate(df["form"])])
+    # the problem's options that change the method's row, not the instances: its form, and the input set the rule
+    # covers (problem.input_set): shown beside the variant, as benchmarks/bench_ed_inference.py labels its rows
+    recipe = df["cfg.problem.input_set"] if "cfg.problem.input_set" in df else pd.Series([None] * len(df), index=df.index)
+    df = df.assign(form=[" ".join(([] if f in ("standard", None) or f != f else [f"form={f}"])
+                                  + (["input_set=recipe"] if r == "recipe" else []))
+                         for f, r in zip(df["form"], recipe)])
     ok = df[df["status"].astype(str) == "ok"]
     bench_head = (" batch 1 ms (bench) | batch 1024 us / instance (bench) |", "---|---|") if inference else ("", "")
     lines = [
@@ -62,7 +66,6 @@ def table(df, inference: dict | None = None) -> str:
     for case in sorted(ok["case"].unique(), key=case_key):
         rows = []
         for (method, variant, form), g in ok[ok["case"] == case].groupby(["method", "variant", "form"], dropna=False):
-            form = "" if form in ("standard", None) or form != form else f"form={form}".replace("form=standard, ", "")
             variant = " ".join(v for v in (variant if isinstance(variant, str) else "", form) if v)
             label = method if not variant else f"{method} ({variant})"
             bench = bench_cells(inference, case, method, variant) if " (" not in case else (" - | - |" if inference else "")

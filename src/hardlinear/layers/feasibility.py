@@ -111,7 +111,8 @@ class SlackOperator(nn.Module):
                 # B m p floats (1.4 s a training step there, against 0.13 s)
                 self.mode = "sparse"
                 self._sparse = {"cpu-float64": torch.sparse_coo_tensor(
-                    np.vstack([rows, cols]), vals, (self.m, self.n), dtype=torch.float64).coalesce()}
+                    np.vstack([rows, cols]), vals, (self.m, self.n), dtype=torch.float64, check_invariants=True
+                ).coalesce()}
             elif p <= GATHER_MAX_NNZ or self.m * self.n > DENSE_LIMIT:
                 self.mode = "gather"
                 # Rows padded to p entries with coefficient 0 (pointing at column 0).

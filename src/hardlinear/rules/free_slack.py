@@ -17,7 +17,7 @@ The slacks come back as constants ``D_j``: each dropped row ``r`` needs ``sum_j 
 ``need_r`` the worst case over the box of the row's other terms plus ``t* w_r``, and
 ``D_j = max(0, max_r need_r / |H_rj|)`` meets every such row by its own slack alone (the others only add). A pad
 of ``PAD`` relative to the row's terms keeps rounding from putting a dropped row below ``t*``. The caller verifies
-the completed rule over every row, as it does any rule (:func:`complete_rule` returns the verified margins).
+the completed rule over every row, as it does any rule (``decision_rule._with_free_slacks``).
 
 Applies to the margin rule of a jointly linear family. The cost-aware rule keeps the whole LP (there a slack's value
 is what the cost weighs). Over an input polytope the smaller LP keeps the polytope, and the slacks' constants take
@@ -65,9 +65,16 @@ def free_slack_columns(family: JointlyLinearFamily) -> np.ndarray:
 
 def eliminate_free_slacks(family: JointlyLinearFamily) -> SlackElimination | None:
     """The elimination of ``family``'s free slacks, or None where there is none, or where nothing would be left
-    to solve (no other variable or no row without a slack: the margin is then set by the slacks alone)."""
+    to solve (no other variable or no row without a slack: the margin is then set by the slacks alone). Kept in the
+    family's cache: the rule's cache key, the solver choice and the solve each ask for it."""
     if not isinstance(family, JointlyLinearFamily):
         return None
+    if "free_slack_elimination" not in family._cache:
+        family._cache["free_slack_elimination"] = _eliminate(family)
+    return family._cache["free_slack_elimination"]
+
+
+def _eliminate(family: JointlyLinearFamily) -> SlackElimination | None:
     slacks = free_slack_columns(family)
     if slacks.size == 0:
         return None

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hardlinear.problems import build_problem
-from hardlinear.problems.dispatch_projection import project_box_sum
+from hardlinear.problems.dispatch_projection import entropic_box_sum, project_box_sum
 
 
 def _instance(batch: int = 6, g: int = 9, seed: int = 0):
@@ -150,3 +150,65 @@ def test_the_dispatch_refinement_lands_in_the_feasible_set_with_the_smallest_sla
     # a feasible dispatch is its own projection
     again = ed.exact_refinement(xi, r)
     assert torch.allclose(again, r, atol=1e-12)
+
+
+# --- the entropic map (method.refine_geometry=entropic) ----------------------------------------------------------
+def test_the_entropic_map_meets_the_sum_and_its_bregman_optimality_condition():
+    """Strictly inside the box, the sum to rounding, and one shift lam with logit(p) = u - lam on every coordinate:
+    the optimality condition of the Bregman projection under the Fermi-Dirac entropy."""
+    u, total, lo, hi = _instance(batch=64)
+    p = entropic_box_sum(u, total, lo, hi)
+    assert bool(((p > lo) & (p < hi)).all())
+    assert (p.sum(dim=1) - total).abs().max() <= 1e-12 * total.abs().max()
+    t = (p - lo) / (hi - lo)
+    shift = u - torch.logit(t)
+    assert (shift - shift[:, :1]).abs().max() <= 1e-6  # one lam per row (logit's conditioning near 0 and 1)
+
+
+def test_the_entropic_map_agrees_with_a_convex_solver():
+    """The same point as minimising the Fermi-Dirac Bregman divergence from lo + w sigmoid(u) over the set."""
+    u, total, lo, hi = _instance(batch=3, g=6, seed=5)
+    u = u / 3.0  # logits away from saturation, where the exponential cone solve is accurate
+    p = entropic_box_sum(u, total, lo, hi)
+    w = (hi - lo).numpy()
+    for b in range(len(u)):
+        t = cp.Variable(u.shape[1])
+        # sum w [ -H(t) - u t ]: the entropy's Bregman divergence from sigmoid(u), up to a constant
+        objective = cp.sum(cp.multiply(w, -cp.entr(t) - cp.entr(1 - t) - cp.multiply(u[b].numpy(), t)))
+        constraints = [lo.numpy() @ np.ones(len(w)) + w @ t == total[b].item(), t >= 0, t <= 1]
+        cp.Problem(cp.Minimize(objective), constraints).solve(
+            solver="CLARABEL", tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11
+        )
+        np.testing.assert_allclose(p[b].numpy(), lo.numpy() + w * t.value, atol=1e-6)
+
+
+def test_the_entropic_backward_is_its_implicit_jacobian():
+    u, total, lo, hi = _instance(batch=3, g=6, seed=1)
+    assert torch.autograd.gradcheck(lambda v: entropic_box_sum(v, total, lo, hi), (u.clone().requires_grad_(),))
+
+
+def test_the_entropic_map_sends_an_unreachable_total_to_the_nearer_limits():
+    u, _, lo, hi = _instance(batch=2)
+    total = torch.tensor([lo.sum() - 1.0, hi.sum() + 1.0], dtype=torch.float64)
+    p = entropic_box_sum(u, total, lo, hi)
+    torch.testing.assert_close(p[0], lo, rtol=0, atol=1e-15)
+    torch.testing.assert_close(p[1], hi, rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="below its upper"):
+        entropic_box_sum(u, total, lo, lo)
+
+
+def test_the_entropic_dispatch_refinement_is_feasible_and_the_method_names_its_option(ed):
+    from hardlinear.methods.proposed import Proposed
+
+    xi = ed.sample(64, torch.Generator().manual_seed(2))
+    y = 2.0 * torch.randn(64, ed.n, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    r = ed.exact_refinement(xi, y, geometry="entropic")
+    scale = 1.0 + ed.loads(xi).sum(dim=1, keepdim=True)
+    assert ed.ineq_resid(xi, r).max() <= 1e-12
+    assert (ed.eq_resid(xi, r).abs() / scale).max() <= 1e-12
+    with pytest.raises(ValueError, match="geometry must be one of"):
+        ed.exact_refinement(xi, y, geometry="kl")
+    with pytest.raises(ValueError, match="set method.refine=problem"):
+        Proposed(refine_geometry="entropic")
+    with pytest.raises(ValueError, match="refine_geometry must be one of"):
+        Proposed(refine="problem", refine_geometry="kl")

@@ -36,7 +36,8 @@ only the refinement's residual, exactly.
 * ``problem``: the problem's own exact map onto (a part of) ``C(x)``, where it has one in closed form
   (``Problem.exact_refinement``; :class:`ProblemRefinement`). ``problem=ed``: the dispatch's Euclidean projection
   onto the generator limits and the power balance, with the smallest thermal slack, so each generator keeps its
-  own limit where one ``alpha`` would pull them all inwards.
+  own limit where one ``alpha`` would pull them all inwards; with ``geometry="entropic"`` (``method.refine_geometry``)
+  the Bregman projection under the generators' Fermi-Dirac entropy instead, smooth and strictly inside the limits.
 
 Applicability: ``dr`` on any family: with a constant ``G`` and ``H`` in the null-space coordinates above; with
 an input-dependent ``G(x)`` or ``H(x)`` (the portfolio) in the full space with a projector formed per input
@@ -309,21 +310,21 @@ class ProblemRefinement(nn.Module):
     """``forward(xi, y) -> (B, n)``: a problem's ``exact_refinement(xi, y)`` (``refine=problem``), one step, no
     parameters; ``snapshots`` is that one output, so ``refine_pick=objective`` works with it too."""
 
-    def __init__(self, problem) -> None:  # noqa: ANN001 - any Problem with exact_refinement
+    def __init__(self, problem, geometry: str = "euclidean") -> None:  # noqa: ANN001 - any Problem with exact_refinement
         super().__init__()
         if not callable(getattr(problem, "exact_refinement", None)):
             raise NotApplicable(
                 f"refine=problem uses the problem's own exact map onto C(x) (Problem.exact_refinement); {problem.name} "
                 f"has none (problem=ed has one); use refine=dr, which applies to any family"
             )
-        self.problem_name = problem.name
+        self.problem_name, self.geometry = problem.name, geometry
         self._map = problem.exact_refinement
 
     def extra_repr(self) -> str:
-        return f"{self.problem_name}.exact_refinement"
+        return f"{self.problem_name}.exact_refinement, geometry={self.geometry}"
 
     def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self._map(xi, y)
+        return self._map(xi, y) if self.geometry == "euclidean" else self._map(xi, y, geometry=self.geometry)
 
     def snapshots(self, xi: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
         return [self(xi, y)]
@@ -331,9 +332,10 @@ class ProblemRefinement(nn.Module):
 
 def build_refinement(
     kind: str, family: ConstraintFamily, steps: int = 10, eval_steps: int | None = None, sigma: float = 1.0,
-    omega: float = 1.7, problem=None,  # noqa: ANN001 - the Problem, for kind="problem"
+    omega: float = 1.7, problem=None, geometry: str = "euclidean",  # noqa: ANN001 - the Problem, for kind="problem"
 ) -> nn.Module | None:
-    """The refinement module named ``kind`` (None for ``"none"``); raises NotApplicable where it does not apply."""
+    """The refinement module named ``kind`` (None for ``"none"``); raises NotApplicable where it does not apply.
+    ``geometry``: that of ``refine=problem``'s map (``Problem.exact_refinement``)."""
     if kind not in REFINEMENTS:
         raise ValueError(f"refine must be one of {REFINEMENTS}; got {kind!r}")
     if kind == "none":
@@ -341,7 +343,7 @@ def build_refinement(
     if kind == "problem":
         if problem is None:
             raise ValueError("refine=problem needs the problem (build_refinement(..., problem=problem))")
-        return ProblemRefinement(problem)
+        return ProblemRefinement(problem, geometry)
     if kind == "dr":
         if family.input_dependent_lhs:
             return InputDependentDouglasRachford(family, steps, eval_steps, sigma, omega)

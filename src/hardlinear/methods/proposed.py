@@ -60,6 +60,12 @@ the repair and the layer.
 variables the compact constraints bound outright (generator limits), the others unscaled; folded into the last
 linear layer by the fused path.
 
+``refine_geometry`` (issue 42; with ``refine=problem``): ``euclidean`` (the default: the nearest point of the
+problem's set) or ``entropic`` (on ``problem=ed``, the Bregman projection under each generator's Fermi-Dirac
+entropy, :func:`~hardlinear.problems.dispatch_projection.entropic_box_sum`: smooth, every generator strictly inside
+its limits). Given as ``++method.refine_geometry=entropic``, kept out of ``conf/method/proposed.yaml`` so that no
+recorded run's identity changes.
+
 ``guard_gradient`` (issue 42): ``false`` gives ``alpha`` no gradient where only the layer's rounding guard makes it
 positive (:class:`~hardlinear.layers.feasibility.FeasibilityLayer`, ``guard_gradient``): a refinement that puts
 outputs exactly on a face (``refine=problem``: generators at their limits) otherwise gets a gradient that pushes
@@ -76,6 +82,7 @@ from hardlinear.layers.network import run_net, scale_outputs
 from hardlinear.layers.refine import REFINEMENTS, pick_lowest_objective
 from hardlinear.methods.base import Context, Method, NotApplicable, Prediction, check_dtype
 from hardlinear.methods.ldr import check_device_option, check_rule_options, load_rule, rule_variant
+from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES
 from hardlinear.rules.checks import output_dtype_for
 
 OUT_OF_DOMAIN = ("count", "warn", "error", "project")
@@ -109,6 +116,7 @@ class Proposed(Method):
         refine_distance: float = 0.0,
         output_scale: bool = False,
         guard_gradient: bool = True,
+        refine_geometry: str = "euclidean",
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -136,6 +144,14 @@ class Proposed(Method):
                 f"method.refine_distance={refine_distance:g} weighs the distance from the task output to its refinement; "
                 f"it needs method.refine set and refine_pick=refined (got refine={refine}, refine_pick={refine_pick})"
             )
+        if refine_geometry not in REFINE_GEOMETRIES:
+            raise ValueError(f"method.refine_geometry must be one of {REFINE_GEOMETRIES}; got {refine_geometry!r}")
+        if refine_geometry != "euclidean" and refine != "problem":
+            raise ValueError(
+                f"method.refine_geometry={refine_geometry} chooses the map of refine=problem (the problem's own map onto "
+                f"C(x)); set method.refine=problem or leave refine_geometry at 'euclidean' (got refine={refine})"
+            )
+        self.refine_geometry = refine_geometry
         self.refine_pick = refine_pick
         self.output_scale = bool(output_scale)
         if not isinstance(guard_gradient, bool):
@@ -179,7 +195,7 @@ class Proposed(Method):
         # Before the rule: a refinement that does not apply (NotApplicable) should cost nothing.
         self.refiner = build_refinement(
             self.refine, problem.family, self.refine_steps, self.refine_eval_steps, self.refine_sigma, self.refine_omega,
-            problem=problem,
+            problem=problem, geometry=self.refine_geometry,
         )
         self.rule, offline = load_rule(
             problem, ctx, self.rule_solver, self.require_positive_margin, self.layer_dtype,
@@ -350,6 +366,8 @@ class Proposed(Method):
         if self.refine in ("dr", "pinet"):
             steps = self.refine_steps if self.refine_eval_steps is None else f"{self.refine_steps}/{self.refine_eval_steps}"
             parts.append(f"refine={self.refine}({steps} steps, sigma={self.refine_sigma:g})")
+        elif self.refine == "problem" and self.refine_geometry != "euclidean":
+            parts.append(f"refine=problem({self.refine_geometry})")
         elif self.refine != "none":
             parts.append(f"refine={self.refine}")
         if self.refine_pick != "refined":

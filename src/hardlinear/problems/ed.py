@@ -51,7 +51,7 @@ import torch
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
-from hardlinear.problems.dispatch_projection import project_box_sum
+from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
@@ -234,12 +234,17 @@ class EconomicDispatch(Problem):
         pg = y[:, self.variable_slices()["pg"]]
         return self.to_form(xi, torch.cat([pg, pg.new_zeros(pg.shape[0], len(self.limited))], dim=1))
 
-    def exact_refinement(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """``xi: (B, k), y: (B, n) -> (B, n)``: ``y``'s dispatch moved to its Euclidean projection onto the generator
-        limits and the power balance (:func:`~hardlinear.problems.dispatch_projection.project_box_sum`; fixed
-        generators at their value), with the smallest thermal slack for it: a point of ``C(x)`` up to rounding,
-        whose generators sit at their own limits where the projection puts them (the proposed method's
-        ``refine=problem``). Differentiable in ``y``."""
+    def exact_refinement(self, xi: torch.Tensor, y: torch.Tensor, geometry: str = "euclidean") -> torch.Tensor:
+        """``xi: (B, k), y: (B, n) -> (B, n)``: ``y``'s dispatch moved onto the generator limits and the power balance
+        (fixed generators at their value), with the smallest thermal slack for it: a point of ``C(x)`` up to
+        rounding (the proposed method's ``refine=problem``). Differentiable in ``y``. ``geometry``:
+
+        - ``euclidean``: the nearest point (:func:`~hardlinear.problems.dispatch_projection.project_box_sum`); its
+          generators sit at their own limits where the projection puts them;
+        - ``entropic``: ``y``'s dispatch read as logits in units of each generator's range (``(pg - mid) /
+          half_range``, the raw network output under ``method.output_scale``) and taken to the Bregman projection
+          of ``pmin + range * sigmoid(logit)`` (:func:`~hardlinear.problems.dispatch_projection.entropic_box_sum`):
+          every generator strictly inside its limits, the map smooth."""
         net, sl = self.network, self.variable_slices()
         pg = y[:, sl["pg"]]
         fixed = net.pmin == net.pmax
@@ -247,7 +252,12 @@ class EconomicDispatch(Problem):
         lo, hi = (self._tensor(key, v[~fixed], pg) for key, v in (("pmin_free", net.pmin), ("pmax_free", net.pmax)))
         pmin = self._tensor("pmin", net.pmin, pg)
         total = self.loads(xi.to(pg.dtype)).sum(dim=1) - pmin[~free].sum()
-        pg_free = project_box_sum(pg[:, free], total, lo, hi)
+        if geometry == "euclidean":
+            pg_free = project_box_sum(pg[:, free], total, lo, hi)
+        elif geometry == "entropic":
+            pg_free = entropic_box_sum((pg[:, free] - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), total, lo, hi)
+        else:
+            raise ValueError(f"geometry must be one of {REFINE_GEOMETRIES}; got {geometry!r}")
         pg = pmin.expand_as(pg).clone()
         pg[:, free] = pg_free
         return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))

@@ -212,3 +212,20 @@ def test_the_entropic_dispatch_refinement_is_feasible_and_the_method_names_its_o
         Proposed(refine_geometry="entropic")
     with pytest.raises(ValueError, match="refine_geometry must be one of"):
         Proposed(refine="problem", refine_geometry="kl")
+
+
+def test_the_entropic_multiplier_meets_the_sum_on_hard_instances():
+    """Safeguarded Newton on hard rows: logits up to +-90 (saturated coordinates), totals a
+    hair inside either end of the range, widths from 1e-3 to 5: the residual within rounding of the sum."""
+    from hardlinear.problems.dispatch_projection import _entropic_multiplier
+
+    for seed in range(60):
+        gen = torch.Generator().manual_seed(seed)
+        g = int(torch.randint(2, 300, (1,), generator=gen))
+        width = 1e-3 + 5 * torch.rand(g, generator=gen, dtype=torch.float64)
+        u = torch.randn(8, g, generator=gen, dtype=torch.float64) * float(30 * torch.rand(1, generator=gen))
+        need = width.sum() * torch.rand(8, generator=gen, dtype=torch.float64)
+        need[0], need[1] = width.sum() * 1e-9, width.sum() * (1 - 1e-9)
+        lam = _entropic_multiplier(u, need, width)
+        resid = ((width * torch.sigmoid(u - lam[:, None])).sum(dim=1) - need).abs()
+        assert resid.max() <= 1e-12 * width.sum(), seed

@@ -165,8 +165,8 @@ def entropic_box_sum(u: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi:
     ``s = (hi - lo) sigmoid'(u - lam)``, is smooth, shrinking as a coordinate nears its limit (docs/peer_methods.md,
     "Economic dispatch").
 
-    ``lam`` is found by ``BISECTION_STEPS`` halvings without the gradient (the sum falls monotonically in ``lam``),
-    then one Newton step taken *with* it, whose derivative is the implicit one, ``dlam/du = s / sum(s)``. The balance
+    ``lam`` is found without the gradient by :func:`_entropic_multiplier` (the sum falls monotonically in ``lam``),
+    then one Newton step is taken *with* it, whose derivative is the implicit one, ``dlam/du = s / sum(s)``. The balance
     holds to rounding; where ``total`` lies outside ``(sum lo, sum hi)`` every coordinate ends at its nearer limit
     (within ``sigmoid(-40)`` of the box's width). No gradient reaches ``total``, ``lo`` or ``hi``.
     """
@@ -176,16 +176,42 @@ def entropic_box_sum(u: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi:
         raise ValueError("every lower limit must be below its upper limit (fixed coordinates are the caller's)")
     width, need = hi - lo, (total.detach() - lo.sum()).to(u.dtype)
     with torch.no_grad():
-        u0 = u.detach()
-        lam_lo, lam_hi = u0.amin(dim=1) - SATURATED_LOGIT, u0.amax(dim=1) + SATURATED_LOGIT
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lam_lo + lam_hi)
-            above = (width * torch.sigmoid(u0 - mid.unsqueeze(1))).sum(dim=1) > need
-            lam_lo, lam_hi = torch.where(above, mid, lam_lo), torch.where(above, lam_hi, mid)
-        lam0 = (0.5 * (lam_lo + lam_hi)).unsqueeze(1)
-        sig = torch.sigmoid(u0 - lam0)
+        lam0 = _entropic_multiplier(u.detach(), need, width).unsqueeze(1)
+        sig = torch.sigmoid(u.detach() - lam0)
         slope = (width * sig * (1.0 - sig)).sum(dim=1, keepdim=True)
         steep = slope > 1e-12 * width.sum()  # otherwise every coordinate is saturated: no step, no gradient
     resid = (width * torch.sigmoid(u - lam0)).sum(dim=1, keepdim=True) - need.unsqueeze(1)
     lam = lam0 + torch.where(steep, resid / torch.where(steep, slope, 1.0), 0.0 * resid)
     return lo + width * torch.sigmoid(u - lam)
+
+
+ENTROPIC_MAX_STEPS = 100
+"""Safeguarded Newton steps on ``lam`` at most (:func:`_entropic_multiplier`); each at worst halves the bracket, so
+100 reach float64's resolution of any bracket below 2^47 times its ``lam``."""
+
+
+def _entropic_multiplier(u: torch.Tensor, need: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: ``lam`` with ``sum width * sigmoid(u - lam) = need``, by Newton's method kept inside a bracket.
+
+    The bracket starts ``SATURATED_LOGIT`` beyond the logits' range, where the sum is at its limits; each step takes
+    Newton's point where it falls inside the bracket and the bracket's midpoint where not, then shrinks the bracket
+    to the side the sum says. Started at the shift that would meet ``need`` were every logit the row's median, it
+    stops when every row's residual is within rounding of the sum (or its bracket at float64's resolution): ~5-10
+    steps where the 80 halvings of a plain bisection would take 80 (the batch-1 cost of the map)."""
+    lam_lo, lam_hi = u.amin(dim=1) - SATURATED_LOGIT, u.amax(dim=1) + SATURATED_LOGIT
+    share = (need / width.sum()).clamp(1e-12, 1 - 1e-12)
+    lam = (u.median(dim=1).values - torch.log(share / (1 - share))).clamp(lam_lo, lam_hi)
+    tol = 8 * torch.finfo(u.dtype).eps * (width.sum() + need.abs())
+    for _ in range(ENTROPIC_MAX_STEPS):
+        sig = torch.sigmoid(u - lam.unsqueeze(1))
+        resid = (width * sig).sum(dim=1) - need  # falls as lam rises
+        slope = (width * sig * (1.0 - sig)).sum(dim=1)
+        lam_lo = torch.where(resid > 0, lam, lam_lo)
+        lam_hi = torch.where(resid > 0, lam_hi, lam)
+        done = (resid.abs() <= tol) | (lam_hi - lam_lo <= 4 * torch.finfo(u.dtype).eps * lam.abs().clamp(min=1.0))
+        if bool(done.all()):
+            break
+        newton = lam + resid / slope.clamp(min=torch.finfo(u.dtype).tiny)
+        inside = (newton > lam_lo) & (newton < lam_hi) & torch.isfinite(newton)
+        lam = torch.where(done, lam, torch.where(inside, newton, 0.5 * (lam_lo + lam_hi)))
+    return lam

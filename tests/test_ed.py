@@ -204,22 +204,29 @@ def test_slack_repair_option_is_checked():
     assert Proposed(slack_repair="zero").slack_mode == "zero"
 
 
-@pytest.fixture(scope="module")
-def refined(ed):
-    """The proposed method with refine=problem (the dispatch's exact projection, issue 42) and both slack steps."""
+def _refined(ed, geometry: str = "euclidean"):
+    """The proposed method with refine=problem (the dispatch's map onto the limits and the balance, issue 42) and
+    both slack steps."""
     from hardlinear.methods.base import Context
     from hardlinear.methods.proposed import Proposed
 
-    m = Proposed(refine="problem", slack_repair="both")
+    m = Proposed(refine="problem", slack_repair="both", refine_geometry=geometry)
     m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
     m.eval()
     return m
 
 
+@pytest.fixture(scope="module")
+def refined(ed):
+    return _refined(ed)
+
+
+@pytest.mark.parametrize("geometry", ["euclidean", "entropic"])
 @pytest.mark.parametrize("kind", ["random", "huge", "enormous", "nan", "inf"])
-def test_refine_problem_stays_exactly_feasible_under_hostile_task_outputs(ed, refined, kind):
+def test_refine_problem_stays_exactly_feasible_under_hostile_task_outputs(ed, kind, geometry):
     """The blend after the refinement keeps the guarantee whatever reaches it; finite outputs of the refinement
     need (almost) no blend."""
+    refined = _refined(ed, geometry)
     xi = torch.cat([ed.sample(24, torch.Generator().manual_seed(5)), torch.ones(4, ed.k), -torch.ones(4, ed.k)])
     refined.net = _Fixed(_hostile_outputs(ed, xi.shape[0])[kind])
     with torch.no_grad():

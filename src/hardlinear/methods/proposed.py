@@ -248,8 +248,9 @@ class Proposed(Method):
         the layer. What the fused path computes, and what it runs unfused when it cannot (``unfusable_reason``)."""
         xw = xi.to(self.layer_dtype)
         y_task = run_net(self.net, xi).to(self.layer_dtype)
-        # refine=problem maps pg alone and the balance's shift does not move its result (clip(q - lam) is invariant
-        # to a uniform shift of q), so the step before it would be work whose output is thrown away
+        # refine=problem maps pg alone: the Euclidean map's result does not move with the balance's shift (clip(q -
+        # lam) is invariant to a uniform shift of q), so the step would be thrown away; the entropic map reads the
+        # network's own output as logits (what it was measured with), which the step would shift unevenly
         if self.slack_mode == "both" and self.refine != "problem":  # projected pg meets the balance; slacks follow
             y_task = self.problem.repair_slack(xw, self.layer.project(xw, y_task))
         elif self.slack_mode == "zero":  # no thermal slack: the blend holds the line rows as hard limits

@@ -10,7 +10,8 @@ seed, the worst equality and inequality violations (relative norms) of any seed,
 instance (``test/time_ms``, taken by each run at its own load) and training seconds; with ``--inference``, the
 batch-1 and batch-1024 times of ``benchmarks/bench_ed_inference.py`` (one process, one footing) for the method and
 variant it timed; the method with the lowest mean gap among the exactly feasible
-ones (zero inequality violation) is marked per case. Runs that did not finish ``ok`` are listed with their status.
+ones (zero inequality violation) is marked per case. Below it, per case, E2ELR beside the proposed variant chosen
+on the validation gap (``selection_lines``). Runs that did not finish ``ok`` are listed with their status.
 """
 
 import argparse
@@ -77,6 +78,7 @@ def table(df, inference: dict | None = None) -> str:
             mark = " **(best)**" if label == best else ""
             lines.append(f"| {case} | {label}{mark} | {n} | {pct(gap)} | {pct(worst)} | {eq:.1e} | "
                          f"{ineq:.1e} | {ms:.2f} | {train:.1f} |{bench}")
+    lines += selection_lines(ok)
     other = df[df["status"].astype(str) != "ok"]
     if len(other):
         lines += ["", "Not ok:", ""]
@@ -84,6 +86,33 @@ def table(df, inference: dict | None = None) -> str:
             reason = str(getattr(r, "reason", "") or "").splitlines()
             lines.append(f"- {r.case} {r.method} seed {int(r.seed)}: {r.status}" + (f" ({reason[0][:200]})" if reason else ""))
     return "\n".join(lines) + "\n"
+
+
+def selection_lines(ok) -> list[str]:
+    """Per case, E2ELR beside the proposed variant picked on the **validation** gap: among the proposed method's
+    variants (with their form and input set) run at the most seeds at that case, the lowest mean ``val/gap_mean``
+    (each seed's validation set is its own, the same for every variant of that seed). Its test figures are what
+    the choice gives; no test figure takes part in it."""
+    out = ["", "Chosen on validation (per case, the proposed variant with the lowest mean validation gap among those "
+           "run at the most seeds; test figures beside E2ELR's):", "",
+           "| case | E2ELR: seeds, gap mean % (worst) | proposed, chosen on validation | seeds | val gap % | "
+           "test gap mean % (worst) | lower mean test gap |", "|---|---|---|---|---|---|---|"]
+    if "val/gap_mean" not in ok:
+        return []
+    for case in sorted(ok["case"].unique(), key=case_key):
+        here = ok[ok["case"] == case]
+        e2elr, proposed = here[here["method"] == "e2elr"], here[here["method"] == "proposed"]
+        if e2elr.empty or proposed.empty:
+            continue
+        groups = list(proposed.groupby(["variant", "form"], dropna=False))
+        most = max(len(g) for _, g in groups)
+        (variant, form), pick = min(((k, g) for k, g in groups if len(g) == most), key=lambda kg: kg[1]["val/gap_mean"].mean())
+        label = " ".join(v for v in (variant if isinstance(variant, str) else "", form) if v)
+        e_mean, p_mean = e2elr["test/gap_mean"].mean(), pick["test/gap_mean"].mean()
+        winner = "proposed" if p_mean < e_mean else ("tie" if p_mean == e_mean else "E2ELR")
+        out.append(f"| {case} | {len(e2elr)}, {pct(e_mean)} ({pct(e2elr['test/gap_worst'].max())}) | {label} | {len(pick)} | "
+                   f"{pct(pick['val/gap_mean'].mean())} | {pct(p_mean)} ({pct(pick['test/gap_worst'].max())}) | {winner} |")
+    return out if len(out) > 5 else []
 
 
 def main() -> int:

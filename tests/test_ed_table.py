@@ -62,3 +62,18 @@ def test_a_run_over_the_recipes_set_is_its_own_row_of_the_same_case():
     text = ed_table.table(pd.concat([_records(), extra]))
     assert "| case30_ieee | proposed (output_scale input_set=recipe) **(best)** | 1 | 0.2500 |" in text
     assert "| case30_ieee | e2elr | 1 | 0.9000 |" in text
+
+
+def test_the_proposed_variant_beside_e2elr_is_chosen_on_validation_among_the_most_seeds():
+    """The variant with the lower validation gap is taken even where another has the lower test gap; a variant run
+    at fewer seeds is not eligible; the verdict compares test means."""
+    base = _records().iloc[[0, 1]].assign(form="standard", **{"val/gap_mean": 0.8})
+    rows = [base.iloc[[0]]]
+    for seed in (0, 1):
+        rows.append(base.iloc[[1]].assign(seed=seed, variant="a", **{"val/gap_mean": 0.5, "test/gap_mean": 0.7}))
+        rows.append(base.iloc[[1]].assign(seed=seed, variant="b", **{"val/gap_mean": 0.6, "test/gap_mean": 0.1}))
+    rows.append(base.iloc[[1]].assign(seed=0, variant="c", **{"val/gap_mean": 0.01, "test/gap_mean": 0.01}))  # one seed
+    text = ed_table.table(pd.concat(rows))
+    line = next(x for x in text.splitlines() if x.startswith("| case30_ieee | 1, 0.9000"))
+    assert "| a | 2 | 0.5000 | 0.7000 (3.0000) | proposed |" in line
+    assert "Chosen on validation" not in ed_table.table(_records())  # no validation figures: no such table

@@ -229,3 +229,18 @@ def test_the_entropic_multiplier_meets_the_sum_on_hard_instances():
         lam = _entropic_multiplier(u, need, width)
         resid = ((width * torch.sigmoid(u - lam[:, None])).sum(dim=1) - need).abs()
         assert resid.max() <= 1e-12 * width.sum(), seed
+
+
+def test_the_entropic_multiplier_does_not_cycle_on_a_trained_networks_row():
+    """A row on which Newton kept inside its bracket alone cycled between two points (residual 126 p.u. after 100
+    steps; the blend then took the rule's output): the halving test converges on it."""
+    import json
+    from pathlib import Path
+
+    from hardlinear.problems.dispatch_projection import _entropic_multiplier
+
+    row = json.loads((Path(__file__).parent / "fixtures" / "entropic_cycling_row.json").read_text())
+    u, width = torch.tensor([row["u"]], dtype=torch.float64), torch.tensor(row["width"], dtype=torch.float64)
+    need = torch.tensor([row["need"]], dtype=torch.float64)
+    lam = _entropic_multiplier(u, need, width)
+    assert float(((width * torch.sigmoid(u - lam[:, None])).sum(dim=1) - need).abs()) <= 1e-12 * float(width.sum())

@@ -185,23 +185,26 @@ def entropic_box_sum(u: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi:
     return lo + width * torch.sigmoid(u - lam)
 
 
-ENTROPIC_MAX_STEPS = 100
-"""Safeguarded Newton steps on ``lam`` at most (:func:`_entropic_multiplier`); each at worst halves the bracket, so
-100 reach float64's resolution of any bracket below 2^47 times its ``lam``."""
+ENTROPIC_MAX_STEPS = 200
+"""Safeguarded Newton steps on ``lam`` at most (:func:`_entropic_multiplier`); every two at worst halve the
+bracket, so 200 reach float64's resolution of any bracket below 2^47 times its ``lam``."""
 
 
 def _entropic_multiplier(u: torch.Tensor, need: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
     """``(B,)``: ``lam`` with ``sum width * sigmoid(u - lam) = need``, by Newton's method kept inside a bracket.
 
     The bracket starts ``SATURATED_LOGIT`` beyond the logits' range, where the sum is at its limits; each step takes
-    Newton's point where it falls inside the bracket and the bracket's midpoint where not, then shrinks the bracket
-    to the side the sum says. Started at the shift that would meet ``need`` were every logit the row's median, it
+    Newton's point where it falls inside the bracket and is at most half the step before the last, the bracket's
+    midpoint where not (so the bracket at least halves every two steps), then shrinks the bracket to the side the
+    sum says. Started at the shift that would meet ``need`` were every logit the row's median, it
     stops when every row's residual is within rounding of the sum (or its bracket at float64's resolution): ~5-10
     steps where the 80 halvings of a plain bisection would take 80 (the batch-1 cost of the map)."""
     lam_lo, lam_hi = u.amin(dim=1) - SATURATED_LOGIT, u.amax(dim=1) + SATURATED_LOGIT
     share = (need / width.sum()).clamp(1e-12, 1 - 1e-12)
     lam = (u.median(dim=1).values - torch.log(share / (1 - share))).clamp(lam_lo, lam_hi)
     tol = 8 * torch.finfo(u.dtype).eps * (width.sum() + need.abs())
+    step_before = lam_hi - lam_lo  # the step before the last one (Numerical Recipes' rtsafe test)
+    step_last = step_before.clone()
     for _ in range(ENTROPIC_MAX_STEPS):
         sig = torch.sigmoid(u - lam.unsqueeze(1))
         resid = (width * sig).sum(dim=1) - need  # falls as lam rises
@@ -211,7 +214,11 @@ def _entropic_multiplier(u: torch.Tensor, need: torch.Tensor, width: torch.Tenso
         done = (resid.abs() <= tol) | (lam_hi - lam_lo <= 4 * torch.finfo(u.dtype).eps * lam.abs().clamp(min=1.0))
         if bool(done.all()):
             break
-        newton = lam + resid / slope.clamp(min=torch.finfo(u.dtype).tiny)
-        inside = (newton > lam_lo) & (newton < lam_hi) & torch.isfinite(newton)
-        lam = torch.where(done, lam, torch.where(inside, newton, 0.5 * (lam_lo + lam_hi)))
+        step = resid / slope.clamp(min=torch.finfo(u.dtype).tiny)
+        newton = lam + step
+        # Newton only inside the bracket and while its steps at least halve (else it can cycle across an inflection
+        # between two points: measured on a trained case1888 network's output)
+        take = (newton > lam_lo) & (newton < lam_hi) & torch.isfinite(newton) & (step.abs() <= 0.5 * step_before)
+        step_before, step_last = step_last, torch.where(take, step.abs(), 0.5 * (lam_hi - lam_lo))
+        lam = torch.where(done, lam, torch.where(take, newton, 0.5 * (lam_lo + lam_hi)))
     return lam

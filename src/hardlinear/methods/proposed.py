@@ -149,7 +149,8 @@ class Proposed(Method):
         if refine_geometry != "euclidean" and refine != "problem":
             raise ValueError(
                 f"method.refine_geometry={refine_geometry} chooses the map of refine=problem (the problem's own map onto "
-                f"C(x)); set method.refine=problem or leave refine_geometry at 'euclidean' (got refine={refine})"
+                f"C(x)); got refine={refine}: set method.refine=problem, or drop the geometry ('~method.refine_geometry' "
+                f"on the command line; conf/problem_method/ed_proposed.yaml sets it on problem=ed)"
             )
         self.refine_geometry = refine_geometry
         self.refine_pick = refine_pick

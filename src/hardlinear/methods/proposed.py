@@ -63,8 +63,8 @@ linear layer by the fused path.
 ``refine_geometry`` (issue 42; with ``refine=problem``): ``euclidean`` (the default: the nearest point of the
 problem's set) or ``entropic`` (on ``problem=ed``, the Bregman projection under each generator's Fermi-Dirac
 entropy, :func:`~hardlinear.problems.dispatch_projection.entropic_box_sum`: smooth, every generator strictly inside
-its limits). Given as ``++method.refine_geometry=entropic``, kept out of ``conf/method/proposed.yaml`` so that no
-recorded run's identity changes.
+its limits). Kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes;
+``conf/problem_method/ed_proposed.yaml`` sets ``entropic`` on ``problem=ed``.
 
 ``guard_gradient`` (issue 42): ``false`` gives ``alpha`` no gradient where only the layer's rounding guard makes it
 positive (:class:`~hardlinear.layers.feasibility.FeasibilityLayer`, ``guard_gradient``): a refinement that puts

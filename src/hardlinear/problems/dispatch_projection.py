@@ -150,7 +150,6 @@ def _project(q: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi: torch.T
     return torch.where(free, torch.clamp(q - lam_used.unsqueeze(1), lo, hi), limits)
 
 
-
 def entropic_box_sum(u: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """``u: (B, G), total: (B,), lo < hi: (G,) -> (B, G)``: ``lo + (hi - lo) * sigmoid(u - lam)``, the scalar ``lam``
     per row at which the sum meets ``total``.

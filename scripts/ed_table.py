@@ -93,12 +93,9 @@ def selection_lines(ok) -> list[str]:
     variants (with their form and input set) run at the most seeds at that case, the lowest mean ``val/gap_mean``
     (each seed's validation set is its own, the same for every variant of that seed). Its test figures are what
     the choice gives; no test figure takes part in it."""
-    out = ["", "Chosen on validation (per case, the proposed variant with the lowest mean validation gap among those "
-           "run at the most seeds; test figures beside E2ELR's):", "",
-           "| case | E2ELR: seeds, gap mean % (worst) | proposed, chosen on validation | seeds | val gap % | "
-           "test gap mean % (worst) | lower mean test gap |", "|---|---|---|---|---|---|---|"]
     if "val/gap_mean" not in ok:
         return []
+    rows = []
     for case in sorted(ok["case"].unique(), key=case_key):
         here = ok[ok["case"] == case]
         e2elr, proposed = here[here["method"] == "e2elr"], here[here["method"] == "proposed"]
@@ -110,9 +107,14 @@ def selection_lines(ok) -> list[str]:
         label = " ".join(v for v in (variant if isinstance(variant, str) else "", form) if v)
         e_mean, p_mean = e2elr["test/gap_mean"].mean(), pick["test/gap_mean"].mean()
         winner = "proposed" if p_mean < e_mean else ("tie" if p_mean == e_mean else "E2ELR")
-        out.append(f"| {case} | {len(e2elr)}, {pct(e_mean)} ({pct(e2elr['test/gap_worst'].max())}) | {label} | {len(pick)} | "
-                   f"{pct(pick['val/gap_mean'].mean())} | {pct(p_mean)} ({pct(pick['test/gap_worst'].max())}) | {winner} |")
-    return out if len(out) > 5 else []
+        rows.append(f"| {case} | {len(e2elr)}, {pct(e_mean)} ({pct(e2elr['test/gap_worst'].max())}) | {label} | {len(pick)} | "
+                    f"{pct(pick['val/gap_mean'].mean())} | {pct(p_mean)} ({pct(pick['test/gap_worst'].max())}) | {winner} |")
+    if not rows:
+        return []
+    return ["", "Chosen on validation (per case, the proposed variant with the lowest mean validation gap among those "
+            "run at the most seeds; test figures beside E2ELR's):", "",
+            "| case | E2ELR: seeds, gap mean % (worst) | proposed, chosen on validation | seeds | val gap % | "
+            "test gap mean % (worst) | lower mean test gap |", "|---|---|---|---|---|---|---|", *rows]
 
 
 def main() -> int:

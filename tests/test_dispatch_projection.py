@@ -244,3 +244,18 @@ def test_the_entropic_multiplier_does_not_cycle_on_a_trained_networks_row():
     need = torch.tensor([row["need"]], dtype=torch.float64)
     lam = _entropic_multiplier(u, need, width)
     assert float(((width * torch.sigmoid(u - lam[:, None])).sum(dim=1) - need).abs()) <= 1e-12 * float(width.sum())
+
+
+def test_a_problem_whose_exact_map_has_no_geometry_refuses_the_entropic_one_at_setup():
+    from hardlinear.layers.refine import ProblemRefinement
+    from hardlinear.methods.base import NotApplicable
+
+    class OneGeometry:
+        name = "toy"
+
+        def exact_refinement(self, xi, y):
+            return y
+
+    assert ProblemRefinement(OneGeometry()).geometry == "euclidean"
+    with pytest.raises(NotApplicable, match="leave method.refine_geometry at 'euclidean'"):
+        ProblemRefinement(OneGeometry(), "entropic")

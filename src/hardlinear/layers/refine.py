@@ -47,6 +47,8 @@ an input-dependent ``G(x)`` or ``H(x)`` (the portfolio) in the full space with a
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import torch
 from torch import nn
@@ -316,6 +318,11 @@ class ProblemRefinement(nn.Module):
             raise NotApplicable(
                 f"refine=problem uses the problem's own exact map onto C(x) (Problem.exact_refinement); {problem.name} "
                 f"has none (problem=ed has one); use refine=dr, which applies to any family"
+            )
+        if geometry != "euclidean" and "geometry" not in inspect.signature(problem.exact_refinement).parameters:
+            raise NotApplicable(
+                f"method.refine_geometry={geometry}: {problem.name}'s exact map has one geometry (the Euclidean "
+                f"projection); leave method.refine_geometry at 'euclidean'"
             )
         self.problem_name, self.geometry = problem.name, geometry
         self._map = problem.exact_refinement

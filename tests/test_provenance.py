@@ -1,4 +1,5 @@
-"""scripts/provenance.py: the versions and machines of every snapshot survive the next one."""
+"""Provenance: scripts/provenance.py keeps the versions and machines of every snapshot, and a record's commit is
+the one the process started on."""
 
 from __future__ import annotations
 
@@ -29,3 +30,28 @@ def test_snapshot_reads_the_previous_file_including_the_old_format(tmp_path):
     assert record["packages"]["highspy"] != "0.0.1-old"
     assert "an older CPU" in record["machines_seen"]["cpu"]
     assert record["train_offline_and_data_seconds"] == 5.0
+
+
+def test_the_commit_is_read_once_per_process(monkeypatch):
+    """A commit landing during a sweep must not relabel the records of code imported before it."""
+    from hardlinear.harness import origin
+
+    monkeypatch.setattr(origin, "_PROCESS_SHA", [])
+    monkeypatch.setattr(origin, "_read_git_sha", lambda: "abc123")
+    assert origin.git_sha() == "abc123"
+    monkeypatch.setattr(origin, "_read_git_sha", lambda: "a-later-commit")
+    assert origin.git_sha() == "abc123"
+
+
+def test_the_run_command_reads_the_commit_before_torch_loads():
+    """``hardlinear run`` reads the commit before Hydra starts, without importing torch or numpy (the thread pools
+    are sized later, before they load)."""
+    probe = (
+        "import sys\n"
+        "from hardlinear.commands.run import main\n"
+        "main(['no_such_key=1'])\n"
+        "from hardlinear.harness import origin\n"
+        "print(len(origin._PROCESS_SHA), 'torch' in sys.modules, 'numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "False", "False"]

@@ -48,9 +48,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "hardlinear run", config
         return 1
     import hydra
 
+    from hardlinear.harness.origin import git_sha
     from hardlinear.harness.overrides import unknown_override_errors
     from hardlinear.harness.rundirs import register_resolvers
 
+    git_sha()  # the commit of the code this process imports: kept for every record of the sweep
     primary = Path(config_dir or CONF).resolve()
     _CONFIG_DIR[:], _PROG[:] = [primary], [prog]
     register_resolvers()  # ${uid:} of the run and sweep directories (conf/config.yaml)

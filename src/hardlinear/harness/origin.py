@@ -12,17 +12,28 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
 SWEEP_TOKEN_ENV = "HARDLINEAR_SWEEP_TOKEN"
 """The environment variable holding the running sweep's token (set by :class:`hardlinear.harness.sweep.SweepProgress`)."""
 
 
-def git_sha() -> str:
-    """The checkout's commit, ``-dirty`` when tracked files other than ``results/`` differ from it.
+_PROCESS_SHA: list[str] = []
+"""The commit read by this process's first :func:`git_sha` call, kept for the rest of the process."""
 
-    Why ``results/`` is left out: a sweep writes records under ``results/`` while it runs, which changes no
-    code; counting it would mark every record after the first as dirty."""
+
+def git_sha() -> str:
+    """The checkout's commit, ``-dirty`` when tracked files other than ``results/`` differ from it; read once per
+    process.
+
+    Why once: a process runs the code it imported when it started, so a commit landing during a sweep must not
+    relabel the sweep's later records (``hardlinear run`` reads it before Hydra starts). Why ``results/`` is left
+    out: a sweep writes records under ``results/`` while it runs, which changes no code; counting it would mark
+    every record after the first as dirty."""
+    if not _PROCESS_SHA:
+        _PROCESS_SHA.append(_read_git_sha())
+    return _PROCESS_SHA[0]
+
+
+def _read_git_sha() -> str:
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
@@ -34,6 +45,8 @@ def git_sha() -> str:
 
 
 def device_name(device: str) -> str:
+    import torch  # here, not at the top: ``hardlinear run`` reads the commit before the thread pools are sized
+
     if str(device).startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
     return f"cpu:{platform.processor() or platform.machine()}"
@@ -63,6 +76,7 @@ def utc_now() -> str:
 def provenance(device: str) -> dict:
     """Where and with what a record was made: commit, results version, package versions, machine."""
     import numpy
+    import torch
 
     from hardlinear import __version__
     from hardlinear.harness.results import RESULTS_VERSION

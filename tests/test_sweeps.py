@@ -90,3 +90,25 @@ def test_a_sweep_counts_only_its_own_records_and_fails_when_a_job_failed(tmp_pat
     assert "0 of 2 runs recorded" in second.stdout and "2 failed without a record of their own" in second.stdout
     assert "ok 2" not in second.stdout
     assert len(rows(tmp_path)) == 2  # the first sweep's records, untouched
+
+
+def test_a_job_refused_for_its_config_is_summed_up_as_such(tmp_path):
+    """A job whose config is refused before any work has no record; the summary names the kind of error, not
+    the advice for another sweep's record in its folder."""
+    out = subprocess.run(sweep_cmd(tmp_path, "seed=0", "trainer.epochs=-1"), cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert out.returncode == 1, out.stdout[-2000:]
+    assert "ConfigError" in out.stderr
+    assert "1 failed without a record of their own (1 ConfigError: refused before any work" in out.stdout
+    assert "another process's record" not in out.stdout
+
+
+def test_the_summary_names_each_kind_of_unrecorded_failure():
+    from collections import Counter
+
+    from hardlinear.harness.sweep import sweep_summary
+
+    line = sweep_summary(Counter(ok=1, unrecorded=3), 4, 1.0, Path("sweep"),
+                         ["ConfigError: bad", "FileExistsError: taken", "FileExistsError: taken"])
+    assert "3 failed without a record of their own (1 ConfigError: refused before any work" in line
+    assert "2 FileExistsError: another process's record was in their directory" in line
+    assert "1 of 4 runs recorded" in line

@@ -8,9 +8,10 @@ summary come from those records, by status.
 
 Only this process's records count: each sweep draws a token (``HARDLINEAR_SWEEP_TOKEN``, inherited by the launcher's
 workers) that the runs write into their records' provenance, so two sweeps forced into one folder do not count each
-other's runs. A job that failed without a record of its own (``FileExistsError``: another process's record is in its
-directory) leaves a line under ``.unrecorded/``; the summary counts it apart (``unrecorded``), and ``run.py`` exits
-non-zero when any job of its sweep failed or went unrecorded (:func:`sweep_failed`).
+other's runs. A job that failed without a record of its own (a ``ConfigError``, refused before any work; a
+``FileExistsError``: another process's record is in its directory) leaves its reason under ``.unrecorded/``; the
+summary counts it apart (``unrecorded``), by kind of error, and ``run.py`` exits non-zero when any job of its sweep
+failed or went unrecorded (:func:`sweep_failed`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +70,37 @@ def note_unrecorded_failure(run_dir: str | Path, reason: str) -> None:
     folder = Path(run_dir).parent / UNRECORDED_DIR
     try:
         folder.mkdir(exist_ok=True)
-        (folder / f"{token}-{os.getpid()}-{time.time_ns()}").write_text(f"{run_dir}: {reason}\n")
+        (folder / f"{token}-{os.getpid()}-{time.time_ns()}").write_text(f"{run_dir}\n{reason}\n")
     except OSError:
         pass  # the job's FAILED line is printed anyway
+
+
+def unrecorded_reasons(sweep_dir: str | Path, token: str) -> list[str]:
+    """The reasons (``Type: first line``) this sweep's jobs left under ``.unrecorded/`` when they failed without a
+    record of their own; ``""`` for a note that cannot be read."""
+    reasons = []
+    for path in sorted((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*")):
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            lines = []
+        reasons.append(lines[1] if len(lines) > 1 else "")
+    return reasons
+
+
+_UNRECORDED_HINTS = {
+    "ConfigError": "refused before any work; the fix is named above",
+    "FileExistsError": "another process's record was in their directory: give each sweep its own hydra.sweep.dir",
+}
+
+
+def _unrecorded_clause(count: int, reasons: Sequence[str]) -> str:
+    """``; N failed without a record of their own (...)``, by kind of error, each with what it means."""
+    if not count:
+        return ""
+    kinds = Counter(reason.split(":", 1)[0] or "unknown" for reason in reasons)
+    parts = [f"{n} {kind}: {_UNRECORDED_HINTS.get(kind, 'the reason is above')}" for kind, n in sorted(kinds.items())]
+    return f"; {count} failed without a record of their own ({'; '.join(parts) or 'the reasons are above'})"
 
 
 def sweep_statuses(sweep_dir: str | Path, token: str | None = None) -> Counter:
@@ -97,14 +127,15 @@ def sweep_failed() -> bool:
     return bool(_FAILED)
 
 
-def sweep_summary(counts: Counter, total: int, seconds: float, sweep_dir: Path | None) -> str:
-    """The sweep's one closing line: how many runs it recorded (by status), and how many it skipped because they
-    were recorded before. A sweep that skipped everything says so, and nothing else."""
+def sweep_summary(counts: Counter, total: int, seconds: float, sweep_dir: Path | None,
+                  unrecorded_why: Sequence[str] = ()) -> str:
+    """The sweep's one closing line: how many runs it recorded (by status), how many failed without a record (by
+    kind of error, from ``unrecorded_why``), and how many it skipped because they were recorded before. A sweep
+    that skipped everything says so, and nothing else."""
     unrecorded = counts["unrecorded"]
     recorded = sum(counts.values()) - unrecorded
     skipped = max(total - recorded - unrecorded, 0)
-    lost = (f"; {unrecorded} failed without a record of their own (another process's record was in their directory: "
-            "give each sweep its own hydra.sweep.dir)") if unrecorded else ""
+    lost = _unrecorded_clause(unrecorded, unrecorded_why)
     if recorded == 0 and total and not unrecorded:
         return (f"[hardlinear] sweep finished in {seconds:.0f} s: all {total} runs were already recorded; nothing ran "
                 "(rerun=true runs them again)")
@@ -262,7 +293,8 @@ class SweepProgress(Callback):
         self._advance(sum(counts.values()))
         self.bar.close()
         self._restore_output()
-        print(sweep_summary(counts, self.total, time.perf_counter() - self.t0, self.sweep_dir), flush=True)
+        why = unrecorded_reasons(self.sweep_dir, self.token) if counts["unrecorded"] else []
+        print(sweep_summary(counts, self.total, time.perf_counter() - self.t0, self.sweep_dir, why), flush=True)
         failed = counts["failed"] + counts["unrecorded"]
         if failed:
             _FAILED.append(str(self.sweep_dir))

@@ -130,3 +130,4 @@ def test_economic_dispatch_methods_write_a_full_row(workdir, method):
         assert got["test/eq_viol_worst"] <= 1e-12 and got["test/ineq_viol_worst"] <= 1e-12
     else:  # nothing promised: the measured violations, whatever they are, not rounded to zero
         assert got["test/eq_viol_worst"] > 0
+        assert got["variant"] == "supervised derived slack"  # conf/problem_method/ed_ldf.yaml

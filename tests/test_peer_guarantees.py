@@ -519,6 +519,70 @@ def test_e2elr_beyond_capacity_is_measured_not_hidden():
     assert (out[1].sum() - 4.0).abs().item() == pytest.approx(1.0)
 
 
+def test_supervised_ldf_is_the_mse_to_solutions_plus_its_multiplier_terms(ed14):
+    """``fit="supervised"`` (ML4OPF's default base loss): the MSE to the reference solutions, plus the same
+    ``lambda' |e| + mu' v`` as the objective fit, on the same output; its violations feed the multiplier update."""
+    from hardlinear.methods.ldf import LDF
+
+    method = LDF(fit="supervised", step_size=1e-5)
+    assert method.supervised and method.describe()["variant"] == "supervised"
+    method.setup(ed14, Context(cache_dir=None, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(5)
+    method.lam.fill_(3.0)
+    method.mu.uniform_(0.0, 2.0, generator=gen)
+    xi = ed14.sample(16, gen)
+    y_ref = torch.randn(16, ed14.n, dtype=torch.float64, generator=gen)
+    method.train()
+    loss = method.supervised_loss(xi, y_ref)
+    with torch.no_grad():
+        y = method(xi)
+        eq, ineq = ed14.eq_resid(xi, y).abs(), ed14.ineq_resid(xi, y).clamp(min=0.0)
+        expected = ((y - y_ref) ** 2).mean() + (eq @ method.lam + ineq @ method.mu).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in method.net.parameters())
+    means = method.mean_violations()
+    assert means is not None and torch.allclose(means[0], eq.mean(dim=0), rtol=1e-12)
+
+
+def test_ldf_with_a_derived_slack_predicts_the_dispatch_and_fits_it(ed14):
+    """``thermal_slack="derived"``: the network predicts ``pg``; the slack is the smallest that holds the line rows
+    (what ``repair_slack`` would leave as it is); the supervised MSE is on ``pg`` alone."""
+    from hardlinear.methods.ldf import LDF
+
+    method = LDF(fit="supervised", thermal_slack="derived")
+    method.setup(ed14, Context(cache_dir=None, dtype=torch.float64))
+    pg = ed14.variable_slices()["pg"]
+    gen = torch.Generator().manual_seed(11)
+    method.lam.fill_(2.0)
+    xi = ed14.sample(16, gen)
+    y_ref = torch.randn(16, ed14.n, dtype=torch.float64, generator=gen)
+    method.train()
+    assert method.regress(xi).shape == (16, pg.stop - pg.start)
+    loss = method.supervised_loss(xi, y_ref)
+    with torch.no_grad():
+        y = method(xi)
+        assert y.shape == (16, ed14.n) and torch.equal(ed14.repair_slack(xi, y), y)
+        eq, ineq = ed14.eq_resid(xi, y).abs(), ed14.ineq_resid(xi, y).clamp(min=0.0)
+        expected = ((y[:, pg] - y_ref[:, pg]) ** 2).mean() + (eq @ method.lam + ineq @ method.mu).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    assert method.describe()["variant"] == "supervised derived slack"
+
+
+def test_ldf_derived_slack_is_refused_where_there_is_no_dispatch():
+    from hardlinear.methods.ldf import LDF
+
+    with pytest.raises(NotApplicable, match="method.thermal_slack=predicted"):
+        LDF(thermal_slack="derived").setup(build_problem("dcopf_14"), Context(cache_dir=None, dtype=torch.float64))
+
+
+def test_ldf_refuses_an_unknown_fit():
+    from hardlinear.methods.ldf import LDF
+
+    with pytest.raises(ValueError, match="fit must be one of .*'objective', 'supervised'"):
+        LDF(fit="mse")
+
+
 def test_ldf_multipliers_follow_the_mean_violation(ed14):
     from hardlinear.methods.ldf import LDF
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from hardlinear.errors import NotApplicable  # noqa: F401 - re-exported: every method raises it
@@ -149,6 +150,12 @@ class Method(nn.Module):
     def regress(self, xi: torch.Tensor) -> torch.Tensor:
         """What the MSE of pre-training or of supervised fitting is taken on (default: ``forward``)."""
         return self(xi)
+
+    def supervised_loss(self, xi: torch.Tensor, y_ref: torch.Tensor) -> torch.Tensor:
+        """Loss of a batch of a ``supervised`` method, from reference solutions ``y_ref: (B, n)`` (default: the MSE
+        of ``regress`` to ``solution_target``; LDF adds its multipliers' terms)."""
+        pred = self.regress(xi)
+        return F.mse_loss(pred, self.solution_target(y_ref).to(pred.dtype))
 
     @torch.no_grad()
     @accepts_numpy

@@ -177,8 +177,7 @@ def _batch(problem, cfg: TrainerConfig, gen: torch.Generator, ctx: Context, pool
 
 def _phase_loss(method: Method, phase: str, xi: torch.Tensor, y_ref: torch.Tensor | None) -> torch.Tensor:
     if phase == "supervised":
-        pred = method.regress(xi)
-        return F.mse_loss(pred, method.solution_target(y_ref).to(pred.dtype))
+        return method.supervised_loss(xi, y_ref)
     if phase == "pretrain":
         pred = method.regress(xi)
         with torch.no_grad():

@@ -131,7 +131,7 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
         "on_failure": declared("ON_FAILURE", ("raise", "nan")),
         "norm": NORMS,
     }
-    for option, constant in (("targets", "TARGETS"), ("fit", "FITS")):  # options only some methods have
+    for option, constant in (("targets", "TARGETS"), ("fit", "FITS"), ("thermal_slack", "THERMAL_SLACKS")):  # options only some methods have
         if (values := declared(constant)) is not None:
             choices[option] = values
     try:

@@ -84,7 +84,9 @@ def table(df, inference: dict | None = None) -> str:
         lines += ["", "Not ok:", ""]
         for r in other.itertuples():
             reason = str(getattr(r, "reason", "") or "").splitlines()
-            lines.append(f"- {r.case} {r.method} seed {int(r.seed)}: {r.status}" + (f" ({reason[0][:200]})" if reason else ""))
+            variant = getattr(r, "variant", "")
+            label = f"{r.method} ({variant})" if isinstance(variant, str) and variant else r.method
+            lines.append(f"- {r.case} {label} seed {int(r.seed)}: {r.status}" + (f" ({reason[0][:200]})" if reason else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,8 @@ def test_the_best_is_the_lowest_mean_among_the_exactly_feasible_and_failures_are
     best = [line for line in text.splitlines() if "(best)" in line]
     assert len(best) == 1 and "| e2elr **(best)**" in best[0]  # LDF's lower (infeasible) gap is not the best
     assert "case30_ieee ldf seed 1: diverged (test gap beyond)" in text
+    variant = _records().iloc[[3]].assign(variant="supervised", seed=2)
+    assert "case30_ieee ldf (supervised) seed 2: diverged" in ed_table.table(pd.concat([_records(), variant]))
 
 
 def test_the_benchmark_columns_join_on_case_method_and_variant():

@@ -66,3 +66,17 @@ def test_reference_solves_are_the_same_whatever_the_worker_count(objective):
     assert dataset_key(problem, "val", 13, 0, one.solver) == dataset_key(problem, "val", 13, 0, three.solver)
     with pytest.raises(ValueError, match="workers must be >= 1"):
         build_dataset(problem, "val", 2, 0, cache_dir=None, progress=False, workers=0)
+
+
+def test_a_long_build_without_a_bar_logs_its_progress(monkeypatch, caplog):
+    """With no bar (a log file, progress=false) a batch of solves logs its count and time left every
+    PROGRESS_LOG_S seconds (here every solve); the last solve gives no line (the build's own line follows)."""
+    import hardlinear.solvers as solvers
+
+    monkeypatch.setattr(solvers, "PROGRESS_LOG_S", 0.0)
+    with caplog.at_level(logging.INFO, logger="hardlinear.solvers"):
+        build_dataset(build_problem("dcopf_14"), "val", 3, 0, cache_dir=None, progress=False)
+    lines = [r.getMessage() for r in caplog.records if r.name == "hardlinear.solvers"]
+    assert [line.split(" (")[:2] for line in lines] == [["dcopf_14 reference solves", "highs): 1 of 3 solved"],
+                                                        ["dcopf_14 reference solves", "highs): 2 of 3 solved"]]
+    assert all("s left" in line for line in lines)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,6 +104,31 @@ def _parallel_context(workers: int):
     return mp.get_context("fork") if workers > 1 else None
 
 
+log = logging.getLogger(__name__)
+
+PROGRESS_LOG_S = 60.0
+"""Seconds between the progress lines of a batch of solves that has no bar (a log file, ``progress=false``)."""
+
+
+class _SolveCounter:
+    """``done(n)`` of a batch of solves: the bar's update, and without a bar a log line every ``PROGRESS_LOG_S``
+    seconds (count, elapsed, time left at the rate so far), so a long build of a solved set shows it is moving."""
+
+    def __init__(self, bar, label: str, total: int) -> None:
+        self.bar, self.label, self.total = bar, label, total
+        self.done = 0
+        self.t0 = self.last = time.perf_counter()
+
+    def __call__(self, n: int) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = time.perf_counter()
+        if self.bar.disable and self.done < self.total and now - self.last >= PROGRESS_LOG_S:
+            self.last, elapsed = now, now - self.t0
+            log.info("%s: %d of %d solved (%.0f %%) in %.0f s, about %.0f s left", self.label, self.done, self.total,
+                     100.0 * self.done / self.total, elapsed, elapsed / self.done * (self.total - self.done))
+
+
 def solve_batch(
     problem,
     xi: torch.Tensor | np.ndarray,
@@ -130,11 +157,12 @@ def solve_batch(
     results: list[SolveResult] = []
     # disable=None: no bar when the output is not a terminal (a log file of a sweep or a SLURM job)
     bar = tqdm(total=len(xi_np), desc=f"{problem.name}: {name}", disable=None if progress else True, leave=False)
+    done = _SolveCounter(bar, f"{problem.name} reference solves ({name})", len(xi_np))
     try:
         workers = min(int(workers), len(xi_np))
         context = _parallel_context(workers)
         if context is None:
-            results = _solve_rows(np.arange(len(xi_np)), backend, bar.update)
+            results = _solve_rows(np.arange(len(xi_np)), backend, done)
         else:
             from concurrent.futures import ProcessPoolExecutor
 
@@ -143,7 +171,7 @@ def solve_batch(
             with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
                 for rows, part in zip(blocks, pool.map(_solve_rows, blocks)):
                     results += part
-                    bar.update(len(rows))
+                    done(len(rows))
     finally:
         bar.close()
         _WORKER_JOB.clear()

@@ -50,8 +50,7 @@ class E2ELR(Method):
         pg = bound_repair(run_net(self.net, xi).to(self.layer_dtype), self.pmin, self.pmax, self.bound_repair)
         pg, ratio = proportional_response(pg, self.problem.loads(xi64).sum(dim=1), self.pmin, self.pmax)
         self.last_stats = {"repair_ratio_mean": float(ratio.mean())} if not torch.is_grad_enabled() else {}
-        y = torch.cat([pg, self.problem.thermal_slack(xi64, pg)], dim=1)
-        return self.problem.to_form(xi64, y)
+        return self.problem.with_thermal_slack(xi64, pg)
 
     @torch.no_grad()
     def predict(self, xi: torch.Tensor) -> Prediction:

@@ -23,7 +23,7 @@ Both stay >= 0 (the violations are). The base loss ``f`` is set by ``fit``:
 
 - ``"predicted"`` (the default): the network predicts every variable of the form, the slack with the rest;
 - ``"derived"``: the network predicts the dispatch ``pg`` and the slack is the smallest that holds the line rows
-  (``EconomicDispatch.thermal_slack``), as E2ELR's and PGLearn's formulation has it: the thermal limits are soft,
+  (``EconomicDispatch.with_thermal_slack``), as E2ELR's and PGLearn's formulation has it: the thermal limits are soft,
   paid in the objective at 150,000 $/p.u., not constraints a proxy must learn. The supervised MSE is then taken on
   ``pg``. Why it matters: a predicted slack a hundredth of a p.u. off its optimum of 0 costs 1,500 $ a line, and
   negative it earns as much: the objective of such an output says nothing about the dispatch (case118, 100 epochs:
@@ -79,7 +79,7 @@ class LDF(DualPenalty):
     def setup(self, problem, ctx: Context) -> float:
         offline = super().setup(problem, ctx)
         if self.thermal_slack == "derived":
-            if not hasattr(problem, "thermal_slack"):
+            if not hasattr(problem, "with_thermal_slack"):
                 raise NotApplicable(
                     f"method.thermal_slack=derived needs an economic dispatch (problem=ed) whose thermal slack follows "
                     f"from the dispatch; {problem.name} has none: set method.thermal_slack=predicted"
@@ -94,8 +94,7 @@ class LDF(DualPenalty):
         out = out.to(self.layer_dtype)
         if self.thermal_slack == "predicted":
             return out
-        xi64 = xi.to(self.layer_dtype)
-        return self.problem.to_form(xi64, torch.cat([out, self.problem.thermal_slack(xi64, out)], dim=1))
+        return self.problem.with_thermal_slack(xi.to(self.layer_dtype), out)
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         return self.complete(xi, run_net(self.net, xi))

@@ -222,11 +222,16 @@ class EconomicDispatch(Problem):
         over = pf.abs() - smax
         return torch.where(over > -guard, torch.clamp(over + guard, min=0.0), torch.zeros_like(over))
 
+    def with_thermal_slack(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), pg: (B, G) -> y: (B, n)``: the dispatch ``pg`` in the problem's form, with the smallest
+        thermal slack that holds its line rows (:meth:`thermal_slack`): what E2ELR, LDF's derived slack and the
+        repairs below output."""
+        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
+
     def repair_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with each thermal slack lowered to the smallest that holds its
         line rows for the same ``pg`` (feasible ``y`` stays feasible, its objective does not rise)."""
-        pg = y[:, self.variable_slices()["pg"]]
-        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
+        return self.with_thermal_slack(xi, y[:, self.variable_slices()["pg"]])
 
     def zero_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with every thermal slack set to zero (the line rows may then be
@@ -260,7 +265,7 @@ class EconomicDispatch(Problem):
             raise ValueError(f"geometry must be one of {REFINE_GEOMETRIES}; got {geometry!r}")
         pg = pmin.expand_as(pg).clone()
         pg[:, free] = pg_free
-        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
+        return self.with_thermal_slack(xi, pg)
 
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""

@@ -47,6 +47,12 @@ def bench_cells(inference: dict | None, case: str, method: str, variant) -> str:
     return " - | - |"
 
 
+def row_label(method: str, variant, form: str) -> tuple[str, str]:
+    """``(label, variant)`` of a row: the method with its variant and form in brackets where it has them."""
+    variant = " ".join(v for v in (variant if isinstance(variant, str) else "", form if isinstance(form, str) else "") if v)
+    return (method if not variant else f"{method} ({variant})"), variant
+
+
 def table(df, inference: dict | None = None) -> str:
     df = df.assign(case=[p.replace("ed_", "", 1) + ("" if u is None or u != u or float(u) == 1.0 else f" (uncertainty {float(u):g})")
                          for p, u in zip(df["problem"].astype(str), df["uncertainty"])])
@@ -67,8 +73,7 @@ def table(df, inference: dict | None = None) -> str:
     for case in sorted(ok["case"].unique(), key=case_key):
         rows = []
         for (method, variant, form), g in ok[ok["case"] == case].groupby(["method", "variant", "form"], dropna=False):
-            variant = " ".join(v for v in (variant if isinstance(variant, str) else "", form) if v)
-            label = method if not variant else f"{method} ({variant})"
+            label, variant = row_label(method, variant, form)
             bench = bench_cells(inference, case, method, variant) if " (" not in case else (" - | - |" if inference else "")
             rows.append((label, len(g), g["test/gap_mean"].mean(), g["test/gap_worst"].max(), g["test/eq_viol_worst"].max(),
                          g["test/ineq_viol_worst"].max(), g["test/time_ms"].mean(), g["train/time_s"].mean(), bench))
@@ -84,8 +89,7 @@ def table(df, inference: dict | None = None) -> str:
         lines += ["", "Not ok:", ""]
         for r in other.itertuples():
             reason = str(getattr(r, "reason", "") or "").splitlines()
-            variant = getattr(r, "variant", "")
-            label = f"{r.method} ({variant})" if isinstance(variant, str) and variant else r.method
+            label, _ = row_label(r.method, getattr(r, "variant", ""), r.form)
             lines.append(f"- {r.case} {label} seed {int(r.seed)}: {r.status}" + (f" ({reason[0][:200]})" if reason else ""))
     return "\n".join(lines) + "\n"
 

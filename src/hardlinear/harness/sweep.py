@@ -75,11 +75,16 @@ def note_unrecorded_failure(run_dir: str | Path, reason: str) -> None:
         pass  # the job's FAILED line is printed anyway
 
 
+def _unrecorded_notes(sweep_dir: str | Path, token: str) -> list[Path]:
+    """The notes this sweep's jobs left under ``.unrecorded/`` (:func:`note_unrecorded_failure`)."""
+    return sorted((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*"))
+
+
 def unrecorded_reasons(sweep_dir: str | Path, token: str) -> list[str]:
     """The reasons (``Type: first line``) this sweep's jobs left under ``.unrecorded/`` when they failed without a
     record of their own; ``""`` for a note that cannot be read."""
     reasons = []
-    for path in sorted((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*")):
+    for path in _unrecorded_notes(sweep_dir, token):
         try:
             lines = path.read_text().splitlines()
         except OSError:
@@ -118,7 +123,7 @@ def sweep_statuses(sweep_dir: str | Path, token: str | None = None) -> Counter:
         if token is None or (record.get("provenance") or {}).get("sweep_token") == token:
             counts[record["status"]] += 1
     if token:
-        counts["unrecorded"] += len(list((Path(sweep_dir) / UNRECORDED_DIR).glob(f"{token}-*")))
+        counts["unrecorded"] += len(_unrecorded_notes(sweep_dir, token))
     return +counts
 
 

@@ -191,6 +191,9 @@ def _as_float64(value: torch.Tensor | np.ndarray) -> torch.Tensor:
 # the solvers for large grids, beside the LP solvers of robust_lp: the whole LP kept sparse, and the structured
 # row generation
 LARGE_GRID_SOLVERS = ("sparse", "reduced")
+# solvers for a structure of the LP rather than its size: rank_one, the LP whose inputs enter through one functional
+# (hardlinear.rules.rank_one: the economic dispatch, through the total load), solved with that one input
+STRUCTURE_SOLVERS = ("rank_one",)
 # grids with other inputs (loaded buses, zones, areas) are outside the cost model's data (every bus an input): there auto
 # keeps the choice measured in issue 20 (benchmarks/README.md): Clarabel up to this many inequality rows, then the
 # sparse solver while its LP fits SPARSE_MAX_NONZEROS (one area at case6470 and case13659), else reduced
@@ -203,7 +206,7 @@ def _resolve_solver(problem, solver: str, rule_objective: str = "margin") -> str
 
     sdp = problem.compact.input_dependent_lhs
     # reduced: hardlinear.rules.reduced; sparse: hardlinear.rules.robust_lp_sparse
-    valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, *LARGE_GRID_SOLVERS)
+    valid = SDP_SOLVERS if sdp else (*LP_SOLVERS, *LARGE_GRID_SOLVERS, *STRUCTURE_SOLVERS)
     if solver == "auto":
         return _auto_solver(problem, rule_objective)
     if solver not in valid:
@@ -251,7 +254,28 @@ def _auto_solver(problem, rule_objective: str) -> str:
         problem.name, features["m_ineq"], features["k"], features["null_dim"],
         ", ".join(f"{name} {seconds:.3g} s" for name, seconds in sorted(predicted.items(), key=lambda kv: kv[1])), solver,
     )
+    if predicted[solver] > RANK_ONE_HINT_S:
+        _hint_rank_one(problem)
     return solver
+
+
+# auto's predicted time beyond which it says so when rule_solver=rank_one applies
+RANK_ONE_HINT_S = 60.0
+
+
+def _hint_rank_one(problem) -> None:
+    """Warn, naming the option, where the LP auto hands to a slow solver has the structure rank_one solves in
+    seconds. auto does not take it itself: the recorded rules of these problems came from the solvers it picks, and
+    another solver returns another optimal rule (same t*), which moves the trained figures."""
+    from hardlinear.rules.rank_one import rank_one_inputs
+
+    elimination = eliminate_free_slacks(problem.compact)
+    if rank_one_inputs(problem.compact if elimination is None else elimination.family) is not None:
+        log.warning(
+            "decision rule of %s: its %d inputs enter through one functional, so rule_solver=rank_one gives the same t* "
+            "with one input, in seconds (another optimal rule than auto's: hardlinear.rules.rank_one)",
+            problem.name, problem.compact.box.k,
+        )
 
 
 def _rule_cost(problem, rule_objective: str):
@@ -326,7 +350,7 @@ def _solve_lp(
     """The robust LP of ``family`` by ``solver``."""
     from hardlinear.rules.robust_lp import solve_robust_lp
 
-    if solver in LARGE_GRID_SOLVERS:  # the large-grid solvers (margin_gap does not apply)
+    if solver in (*LARGE_GRID_SOLVERS, *STRUCTURE_SOLVERS):  # margin_gap does not apply
         if getattr(family, "polytope", None) is not None:
             raise ValueError(f"rule_solver={solver!r} works over an input box; over an input polytope use rule_solver='auto'")
         if cost is not None:
@@ -334,6 +358,10 @@ def _solve_lp(
                 f"rule_solver={solver!r} solves the margin-only rule; use rule_objective='margin' with it, or "
                 "rule_solver='auto' for the cost-aware rule"
             )
+        if solver == "rank_one":
+            from hardlinear.rules.rank_one import solve_rank_one
+
+            return solve_rank_one(family, weights, threads=threads, progress=progress)
         if solver == "sparse":
             from hardlinear.rules.robust_lp_sparse import solve_robust_lp_sparse
 
@@ -393,7 +421,8 @@ def solve_decision_rule(
     to measurements; Clarabel for the SDP, the cost rule and input polytopes), "clarabel", "highs"
     (IPX), "pdlp" (HiGHS first-order), "sparse" (the whole LP in the grid's sparse variables,
     :mod:`~hardlinear.rules.robust_lp_sparse`: few inputs) or "reduced" (the structured interior point of
-    :mod:`~hardlinear.rules.reduced`: many inputs) for the LP, "clarabel" or "scs" for the SDP.
+    :mod:`~hardlinear.rules.reduced`: many inputs) or "rank_one" (inputs that enter through one functional, e.g.
+    the economic dispatch's total load: :mod:`~hardlinear.rules.rank_one`) for the LP, "clarabel" or "scs" for the SDP.
     ``margin``: the SDP's margin form (see :mod:`~hardlinear.rules.robust_sdp`; ignored by the LP).
     ``margin_gap``: the LP's relative optimality gap on ``t*`` at which the row generation may stop
     (:func:`~hardlinear.rules.robust_lp.solve_robust_lp`); 0, the default, solves to the last row. Ignored by the SDP.
@@ -643,8 +672,8 @@ def max_uncertainty_exact(problem, solver: str = "auto", margin_gap: float = 0.0
     requested, solver = solver, _resolve_solver(problem, solver)
     if solver == "reduced" and requested == "auto":
         solver = _scaling_lp_solver(problem)  # the reduced solver has no scaling LP: the fastest that has one
-    if solver == "reduced":
-        return None  # no scaling LP of its own; the caller bisects with the reduced solver instead
+    if solver in ("reduced", "rank_one"):
+        return None  # no scaling LP of its own; the caller bisects with the same solver instead
     build = rebuilder(problem)
     if build is None:
         return None

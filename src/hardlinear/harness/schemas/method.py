@@ -127,7 +127,7 @@ def _method_choices(cls: type) -> dict[str, Sequence[str]]:
         "layer_dtype": DTYPE_NAMES,
         "train_dtype": DTYPE_NAMES,
         "solver": declared("SOLVERS", tuple(BACKENDS)),  # post-projection: QP solvers only
-        "rule_solver": ("auto", *dict.fromkeys((*LP_SOLVERS, "sparse", "reduced", *SDP_SOLVERS))),  # the rule's LP or SDP; sparse: robust_lp_sparse, reduced: rules/reduced
+        "rule_solver": ("auto", *dict.fromkeys((*LP_SOLVERS, "sparse", "reduced", "rank_one", *SDP_SOLVERS))),  # the rule's LP or SDP; sparse: robust_lp_sparse, reduced: rules/reduced, rank_one: rules/rank_one
         "on_failure": declared("ON_FAILURE", ("raise", "nan")),
         "norm": NORMS,
     }

@@ -307,9 +307,49 @@ def test_case89_has_a_rule_over_the_recipes_set_and_none_over_its_box():
         solve_decision_rule(build_problem("ed", case="pglib_opf_case89_pegase"), find_max_uncertainty=False)
 
 
+def test_the_recipes_total_load_range_holds_every_draw_and_keeps_the_box_as_bounding_box():
+    """input_set=recipe_total at case89 (6 of its 35 loads negative): every draw's total load is inside the two rows,
+    draws come near both ends, the box is the set's bounding box (2k LPs agree), and the box's own extreme totals
+    (positive loads high, negative ones low) lie outside."""
+    from hardlinear.polytope import make_input_set
+
+    problem = build_problem("ed", case="pglib_opf_case89_pegase", input_set="recipe_total")
+    poly = problem.compact.polytope
+    low, high = problem.recipe_total_range()
+    xi = problem.sample(20000, torch.Generator().manual_seed(5))
+    assert poly.violation(xi).max() <= 0
+    totals = problem.loads(xi).sum(dim=1)
+    assert low <= totals.min() and totals.max() <= high
+    pd0 = problem.network.pd[problem.load_bus]
+    e = problem.load_noise
+    for factor, noise, end in ((problem.load_high, np.where(pd0 > 0, 1 + e, 1 - e), high), (problem.load_low, np.where(pd0 > 0, 1 - e, 1 + e), low)):
+        draw = torch.from_numpy((factor * noise - problem.centre) / problem.half_width)[None]  # the recipe's draw at that end
+        assert problem.loads(draw).sum().item() == pytest.approx(end, rel=1e-12) and poly.violation(draw).item() <= 0
+    _, box_lo, box_hi = make_input_set(poly.A, poly.b, problem.compact.box.lo, problem.compact.box.hi)
+    assert np.allclose(box_lo, -1.0, atol=1e-9) and np.allclose(box_hi, 1.0, atol=1e-9)
+    widest = torch.from_numpy(np.where(pd0 > 0, 1.0, -1.0))[None]
+    assert poly.violation(widest).item() > 0 and poly.violation(-widest).item() > 0
+
+
+def test_case89s_rule_over_the_total_load_range_has_the_recipe_polytopes_margin():
+    """The rows read the loads through the total alone (hardlinear.rules.rank_one), so the two-row set gives the
+    margin of the recipe's 1,190-row polytope: Clarabel on each, and rank_one on the two-row set."""
+    from hardlinear.rules import solve_decision_rule
+
+    case = "pglib_opf_case89_pegase"
+    polytope = solve_decision_rule(build_problem("ed", case=case, input_set="recipe")).t_star
+    total = build_problem("ed", case=case, input_set="recipe_total")
+    assert solve_decision_rule(total, solver="clarabel").t_star == pytest.approx(polytope, rel=1e-7)
+    rule = solve_decision_rule(total, solver="rank_one")
+    assert rule.t_star == pytest.approx(polytope, rel=1e-7)
+    xi = total.sample(2000, torch.Generator().manual_seed(6))
+    assert total.ineq_resid(xi, rule(xi)).max() <= -rule.t_star * (1 - 1e-9)
+
+
 @pytest.mark.parametrize(
     "options, phrase",
-    [({"input_set": "hull"}, "input_set must be one of"), ({"input_set": "recipe", "uncertainty": 0.5}, "use one or the other")],
+    [({"input_set": "hull"}, "input_set must be one of"), ({"input_set": "recipe", "uncertainty": 0.5}, "use one or the other"),
+     ({"input_set": "recipe_total", "uncertainty": 0.5}, "use one or the other")],
 )
 def test_input_set_options_name_the_fix(options, phrase):
     with pytest.raises(ValueError, match=phrase):

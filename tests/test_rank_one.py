@@ -58,6 +58,28 @@ def test_the_one_input_lp_has_the_whole_lps_margin_and_its_lifted_rule_holds_eve
     assert float(family.eq_resid(xt, yt).abs().max()) < 1e-12
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_over_an_input_polytope_the_margin_is_the_whole_lps_too(seed):
+    """A random polytope cutting the box (rows that couple the inputs): rank_one's t*, through a' xi's certified
+    range, equals Clarabel's on the polytope LP; its margins hold at points sampled inside."""
+    from hardlinear.polytope import make_input_set
+
+    base = _dispatch_like(seed)
+    rng = np.random.default_rng(10 + seed)
+    A = rng.standard_normal((6, base.k))
+    inside = rng.uniform(base.box.lo, base.box.hi) * 0.3 + 0.35 * (base.box.lo + base.box.hi)
+    polytope, lo, hi = make_input_set(A, A @ inside + rng.uniform(0.1, 0.5, 6), base.box.lo, base.box.hi)
+    family = JointlyLinearFamily(box=InputBox(lo, hi), G=base.G, H=base.H, B_eq=base.B_eq, B_ineq=base.B_ineq, polytope=polytope)
+    weights = row_weights(family.H, "inequality")
+    whole = solve_robust_lp(family, weights, "clarabel")
+    one = solve_rank_one(family, weights)
+    assert one.t_star == pytest.approx(whole.t_star, rel=1e-7, abs=1e-9)
+    assert one.t_star >= solve_rank_one(JointlyLinearFamily(box=family.box, G=base.G, H=base.H, B_eq=base.B_eq, B_ineq=base.B_ineq), weights).t_star - 1e-9
+    xi = polytope.sample(256, lo, hi, seed=seed)
+    residual = family.ineq_resid(torch.from_numpy(xi), torch.from_numpy(np.c_[np.ones(len(xi)), xi] @ one.F.T))
+    assert float((residual / torch.from_numpy(weights)).max()) <= -one.t_star + 1e-12
+
+
 def test_a_second_input_direction_is_refused_naming_the_fix():
     family = _dispatch_like(0, extra_row=np.array([1.0, 0.0, 0.0, 0.0, 0.0]))
     assert rank_one_inputs(family) is None
@@ -65,7 +87,7 @@ def test_a_second_input_direction_is_refused_naming_the_fix():
         solve_rank_one(family, row_weights(family.H, "inequality"))
 
 
-def test_no_moving_input_and_a_polytope_are_not_rank_one():
+def test_no_moving_input_is_not_rank_one():
     family = _dispatch_like(1)
     fixed = JointlyLinearFamily(box=family.box, G=family.G, H=family.H, B_eq=np.c_[family.B_eq[:, 0], np.zeros((1, family.k))], B_ineq=np.c_[family.B_ineq[:, 0], np.zeros((family.m_ineq, family.k))])
     assert rank_one_inputs(fixed) is None

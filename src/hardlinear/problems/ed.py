@@ -39,6 +39,17 @@ for a case whose rule does not exist over the full range (the rule's error names
 (``a`` eliminated), cut by the box: ``k (k - 1)`` rows, so it is offered up to ``RECIPE_MAX_INPUTS`` loads. Every
 draw of ``sample`` lies in it, and the decision rule only has to cover it: at case89_pegase no rule exists over the
 box (``t* = -0.199``) and one does over the recipe's set (``t* = 0.071``).
+
+``input_set="recipe_total"`` declares the box cut to the recipe's range of total load,
+``S_lo <= sum_i pd_i <= S_hi``: two rows at any size. ``S_hi = max_a a sum_i pd0_i e_i`` with every positive load's
+noise at ``1 + load_noise`` and every negative one's at ``1 - load_noise`` (``S_lo`` the other way round): a
+negative load (248 of case6470's 3,601) can sit at the box's low end while the positive ones sit at its high end,
+which no draw does, so the box's total-load range is wider than the recipe's. Every draw lies inside (its total is
+between the two), and each input reaches both ends of its range in some draw, so the box stays the set's bounding box.
+Once the thermal slacks are out of the rule's LP the loads enter it through the total load alone, so over this set
+the rule has the margin it would have over the recipe's own polytope (:mod:`hardlinear.rules.rank_one`; equal
+at case89, tested): case6470_rte, whose generators cannot carry the box's largest total (1,187.5 p.u. against
+1,178.8 p.u. of capacity: ``t* < 0``), carries the recipe's (1,146.8 p.u.).
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
-INPUT_SETS = ("box", "recipe")
+INPUT_SETS = ("box", "recipe", "recipe_total")
 RECIPE_MAX_INPUTS = 200  # k (k - 1) polytope rows: 39,800 at 200 loads; the robust LP carries them per rule row
 
 
@@ -97,7 +108,10 @@ class EconomicDispatch(Problem):
     ) -> None:
         net = load_network(case)  # first: an unknown case name is the error to report
         if input_set not in INPUT_SETS:
-            raise ValueError(f"input_set must be one of {INPUT_SETS} (the recipe's bounding box, or its own polytope); got {input_set!r}")
+            raise ValueError(
+                f"input_set must be one of {INPUT_SETS} (the recipe's bounding box, its own polytope, or the box cut to its "
+                f"range of total load); got {input_set!r}"
+            )
         if not 0.0 < load_low <= load_high:
             raise ValueError(f"need 0 < load_low <= load_high (PGLearn: 0.6, 1.0); got {load_low}, {load_high}")
         if not 0.0 <= load_noise < 1.0:
@@ -120,10 +134,10 @@ class EconomicDispatch(Problem):
                 f"({len(self.load_bus)} loads; at most {RECIPE_MAX_INPUTS} are offered); use input_set=box (the recipe's "
                 "bounding box, the default)"
             )
-        if input_set == "recipe" and uncertainty != 1.0:
+        if input_set != "box" and uncertainty != 1.0:
             raise ValueError(
-                f"input_set='recipe' declares the recipe's own set, and uncertainty={uncertainty:g} shrinks its box: "
-                "use one or the other (uncertainty=null with input_set=recipe)"
+                f"input_set={input_set!r} declares a set of the recipe's own, and uncertainty={uncertainty:g} shrinks its box: "
+                f"use one or the other (uncertainty=null with input_set={input_set})"
             )
         self.input_set = input_set
         self.ptdf = ptdf_matrix(net)
@@ -158,7 +172,7 @@ class EconomicDispatch(Problem):
         H = sp.vstack([gen_rows, line_rows, slack_rows]).tocsr()
         B_ineq = np.r_[gen_rhs, line_rhs, np.zeros((ne, k + 1))]
         box = InputBox.symmetric(k)
-        polytope = self._recipe_polytope() if self.input_set == "recipe" else None
+        polytope = {"recipe": self._recipe_polytope, "recipe_total": self._recipe_total_slab}.get(self.input_set, lambda: None)()
         return JointlyLinearFamily(box=box, G=G.tocsr(), B_eq=B_eq, H=H, B_ineq=B_ineq, polytope=polytope)
 
     def _recipe_polytope(self):
@@ -176,6 +190,30 @@ class EconomicDispatch(Problem):
         box = InputBox.symmetric(k)
         polytope, _, _ = make_input_set(A, b, box.lo, box.hi)
         return polytope
+
+    def recipe_total_range(self) -> tuple[float, float]:
+        """``(S_lo, S_hi)``, p.u.: the smallest and largest total load a draw of the recipe can give (module
+        docstring), at the corners of its global factor and noise."""
+        pd0, e = self.network.pd[self.load_bus], self.load_noise
+        positive, negative = pd0[pd0 > 0].sum(), pd0[pd0 < 0].sum()
+        most, least = (1 + e) * positive + (1 - e) * negative, (1 - e) * positive + (1 + e) * negative
+        factors = (self.load_low, self.load_high)
+        return min(f * least for f in factors), max(f * most for f in factors)
+
+    def _recipe_total_slab(self):
+        """The box cut to the recipe's total-load range: ``S_lo <= sum_i pd0_i (m + r xi_i) <= S_hi``, padded by
+        ``1e-12`` relative so that a draw at an end is not put outside by rounding. Built directly, not by
+        :func:`~hardlinear.polytope.make_input_set` (2k LPs at case6470): its bounding box is the box (module
+        docstring) and its interior is not empty (``S_lo < S_hi``, checked)."""
+        from hardlinear.polytope import InputPolytope
+
+        pd0 = self.network.pd[self.load_bus]
+        low, high = self.recipe_total_range()
+        if not low < high:
+            raise ValueError(f"{self.case}: the recipe's total load does not vary ({low:g} p.u.): input_set=recipe_total needs a range")
+        row = self.half_width * pd0  # the total load is centre * sum(pd0) + row @ xi
+        base, pad = self.centre * pd0.sum(), 1e-12 * max(abs(low), abs(high))
+        return InputPolytope(np.vstack([row, -row]), np.array([high - base + pad, base - low + pad]))
 
     # --- inputs --------------------------------------------------------------------------------------
     def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -274,5 +312,5 @@ class EconomicDispatch(Problem):
 
     def describe(self) -> str:
         lo, hi = self.centre - self.half_width, self.centre + self.half_width
-        where = " (the recipe's polytope)" if self.input_set == "recipe" else ""
+        where = {"recipe": " (the recipe's polytope)", "recipe_total": " (the box cut to the recipe's total load)"}.get(self.input_set, "")
         return f"{super().describe()} loads {lo:.3g}-{hi:.3g} x nominal{where}"

@@ -236,6 +236,8 @@ def _auto_solver(problem, rule_objective: str) -> str:
             "decision rule of %s: the structured solvers handle only the margin rule over a box; Clarabel solves this "
             "%s (cost model: about %.0f s)", problem.name, "cost rule" if rule_objective != "margin" else "input polytope", guess,
         )
+        if rule_objective == "margin" and guess > RANK_ONE_HINT_S:
+            _hint_rank_one(problem)
         return "clarabel"
     if getattr(problem, "network", None) is None:
         log.debug("rule_solver=auto for %s: Clarabel (the cost model is fitted on power grids only)", getattr(problem, "name", "constraints"))
@@ -351,7 +353,7 @@ def _solve_lp(
     from hardlinear.rules.robust_lp import solve_robust_lp
 
     if solver in (*LARGE_GRID_SOLVERS, *STRUCTURE_SOLVERS):  # margin_gap does not apply
-        if getattr(family, "polytope", None) is not None:
+        if solver in LARGE_GRID_SOLVERS and getattr(family, "polytope", None) is not None:
             raise ValueError(f"rule_solver={solver!r} works over an input box; over an input polytope use rule_solver='auto'")
         if cost is not None:
             raise ValueError(

@@ -1,30 +1,27 @@
 """The robust LP whose inputs all enter through one linear functional, solved as a robust LP with that one input.
 
 When every row's input coefficients are multiples of one vector ``a`` (``B[:, 1:] = b a'`` over the equalities
-and the inequalities together) and the input set is a box, the LP has an optimal rule that reads the inputs only
-through ``s = a' xi``: ``y = f_0 + f_1 s``. Take any rule ``y = F_0 + F_1 xi`` with margin ``t``, the box
-``xi = mid + rho u`` with ``|u| <= 1``, and
+and the inequalities together), every row reads the inputs through ``s = a' xi`` alone, and the LP over ``k`` inputs
+has the optimum of the LP over the one input ``s`` in ``[s_lo, s_hi]``, its range over the input set:
 
-    beta = F_1 diag(rho) sign(a) / (rho' |a|),      f_0 = F_0 + (F_1 - beta a') mid.
+- a rule of ``s`` is a rule of ``xi`` (``y = f_0 + f_1 a' xi``) with the same rows, hence the same margin;
+- conversely, take any rule ``F`` with margin ``t`` over the set, and inputs ``x_lo``, ``x_hi`` of the set where
+  ``s`` is smallest and largest. The rule of ``s`` that interpolates ``F``'s outputs there,
+  ``y(s) = F x_lo + (s - s_lo) / (s_hi - s_lo) (F x_hi - F x_lo)``, gives at each ``s`` a convex combination of the
+  two outputs; a row's residual is affine in ``(y, s)``, so it is the same combination of the two residuals, each
+  with margin ``t``. The equalities hold the same way.
 
-- The equalities: ``G F_1 = b_eq a'`` gives ``G beta = b_eq``, and ``G f_0 = G F_0``; so ``G y = B_eq x`` for
-  every input.
-- An inequality row ``i`` with input part ``z = (H F_1 - b a')_i``: its value at the box's centre is unchanged,
-  and its spread over the box, ``sum_j rho_j |z_j|``, becomes
-  ``(rho' |a|) |H_i beta - b_i| = |sum_j rho_j sign(a_j) z_j| <= sum_j rho_j |z_j|``.
-
-So the new rule has at least the margin ``t`` on every row, and the robust LP over ``k`` inputs has the optimum
-``t*`` of the robust LP over the one input ``s`` in ``[a' mid - rho' |a|, a' mid + rho' |a|]``; the lifted rule
-``F = (f_0, f_1 a')`` is one of the former's optimal rules.
+So ``t*`` is the one-input LP's, and the lifted rule ``F = (f_0, f_1 a')`` is an optimal rule of the whole LP, over
+a box or any bounded input set (an input polytope: ``s``'s range is two LPs).
 
 Why: PGLearn's economic dispatch (``problem=ed``) is this case. Once its thermal slacks are out of the LP
 (:mod:`hardlinear.rules.free_slack`) the loads enter one row, the balance, through the total load. The reduced
 solver took 2,124 s at case2869_pegase (1,485 inputs) and would keep about 17 GB of per-input factors at
 case6470_rte (3,601 inputs); the LP with one input has two columns of unknowns.
 
-The structure holds only over a box: over a polytope the inputs' correlations can be worth hedging separately, and
-the argument above uses the box's separate radii. A cost-aware rule weighs more than the margin and keeps its own
-LP. The caller verifies the lifted rule over every row of the family in float64, as it does any rule.
+A cost-aware rule weighs more than the margin and keeps its own LP. The lifted rule is verified over every row of
+the family in float64: in closed form over the box, and over a polytope also through ``s``'s certified range
+(:func:`_interval_margins`, a bound that holds whatever HiGHS's tolerances).
 """
 
 from __future__ import annotations
@@ -66,7 +63,7 @@ class RankOneInputs:
 def rank_one_inputs(family: JointlyLinearFamily) -> RankOneInputs | None:
     """The functional through which every input of ``family`` enters, or None where the input coefficients
     have rank other than one (to ``RANK_ONE_RTOL``) or the input set is a polytope."""
-    if not isinstance(family, JointlyLinearFamily) or getattr(family, "polytope", None) is not None or family.k == 0:
+    if not isinstance(family, JointlyLinearFamily) or family.k == 0:
         return None
     parts = [np.asarray(family.B_eq[:, 1:]), np.asarray(family.B_ineq[:, 1:])]
     row_size = [np.abs(p).max(axis=1) if p.size else np.zeros(0) for p in parts]
@@ -85,9 +82,31 @@ def rank_one_inputs(family: JointlyLinearFamily) -> RankOneInputs | None:
             if np.abs(block - np.outer(b[start:start + CHUNK_ROWS], a)).max(initial=0.0) > RANK_ONE_RTOL * scale:
                 return None
         coefficients.append(b)
-    box = family.box
+    low, high = functional_range(a, family.box, getattr(family, "polytope", None))
+    return RankOneInputs(a, coefficients[0], coefficients[1], InputBox(np.array([low]), np.array([high])))
+
+
+def functional_range(a: np.ndarray, box: InputBox, polytope=None) -> tuple[float, float]:
+    """``(s_lo, s_hi)`` bounding ``a' xi`` over the box, or over the polytope cut by it: in closed form over the box;
+    over the polytope by HiGHS, each end then certified by its duals ``lam >= 0`` (for every ``xi`` of the set,
+    ``a' xi = lam' A xi + r' xi <= lam' b + max(r' lo, r' hi)`` entry-wise with ``r = a - A' lam``), so it is a bound
+    whatever the LP solver's tolerances."""
     centre, spread = float(a @ box.mid), float(np.abs(a) @ box.radius)
-    return RankOneInputs(a, coefficients[0], coefficients[1], InputBox(np.array([centre - spread]), np.array([centre + spread])))
+    if polytope is None:
+        return centre - spread, centre + spread
+    from scipy.optimize import linprog
+
+    ends = []
+    for sign in (1.0, -1.0):  # the largest of sign * a' xi
+        z = sign * a
+        res = linprog(-z, A_ub=polytope.A, b_ub=polytope.b, bounds=list(zip(box.lo, box.hi)), method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"HiGHS failed on the input functional's range over the input polytope: {res.message}")
+        lam = np.clip(-np.asarray(res.ineqlin.marginals), 0.0, None)
+        r = z - polytope.A.T @ lam
+        certified = float(lam @ polytope.b + np.maximum(r * box.lo, r * box.hi).sum())
+        ends.append(min(certified, float(z @ box.mid + np.abs(z) @ box.radius)))  # the box's bound holds too
+    return -ends[1], ends[0]
 
 
 def one_input_family(family: JointlyLinearFamily, inputs: RankOneInputs) -> JointlyLinearFamily:
@@ -118,8 +137,6 @@ def solve_rank_one(family: JointlyLinearFamily, weights: np.ndarray, solver: str
     :func:`~hardlinear.rules.robust_lp.solve_robust_lp`, ``lp``: its options), lifted and verified over every row
     of ``family`` over its box in float64. Raises :class:`NotRankOne` where the structure does not hold."""
     start = time.perf_counter()
-    if getattr(family, "polytope", None) is not None:
-        raise NotRankOne("rule_solver='rank_one' works over an input box; over an input polytope use rule_solver='auto'")
     inputs = rank_one_inputs(family)
     if inputs is None:
         raise NotRankOne(
@@ -130,6 +147,8 @@ def solve_rank_one(family: JointlyLinearFamily, weights: np.ndarray, solver: str
     one = solve_robust_lp(one_input_family(family, inputs), weights, solver, **lp)
     F = _reproject(lift(one.F, inputs), family)
     margins = verified_row_margins_chunked(F, family.H, family.B_ineq, family.box, weights)
+    if getattr(family, "polytope", None) is not None:  # the box's worst case is a lower bound over the set: tighten it
+        margins = np.maximum(margins, _interval_margins(F, family, weights, inputs))
     t_star = float(margins.min()) if margins.size else float("inf")
     info = dict(
         one.info, rank_one=True, inputs=family.k, one_input_t_star=one.t_star, one_input_solver=solver,
@@ -141,3 +160,21 @@ def solve_rank_one(family: JointlyLinearFamily, weights: np.ndarray, solver: str
         inputs.interval.lo[0], inputs.interval.hi[0], family.k, one.t_star, t_star, family.m_ineq,
     )
     return RuleSolution(F, t_star, margins, one.status, "rank_one", time.perf_counter() - start, info)
+
+
+def _interval_margins(F: np.ndarray, family: JointlyLinearFamily, weights: np.ndarray, inputs: RankOneInputs) -> np.ndarray:
+    """``(m_ineq,)`` lower bounds on each row's worst margin over the input set: the row's residual
+    ``c + d a' xi + e' xi`` (``d a'`` its fit to ``a``, ``e`` what is left, rounding) is at least
+    ``c + min(d s_lo, d s_hi) - |e|' max(|lo|, |hi|)`` wherever ``a' xi`` lies in ``inputs.interval`` (certified)."""
+    box, a = family.box, inputs.a
+    low, high = float(inputs.interval.lo[0]), float(inputs.interval.hi[0])
+    reach = np.maximum(np.abs(box.lo), np.abs(box.hi))
+    H = sp.csr_matrix(family.H)
+    out = np.empty(family.m_ineq)
+    for start in range(0, family.m_ineq, CHUNK_ROWS):
+        stop = min(start + CHUNK_ROWS, family.m_ineq)
+        Z = family.B_ineq[start:stop] - np.asarray(H[start:stop] @ F)
+        d = Z[:, 1:] @ a / (a @ a)
+        rest = np.abs(Z[:, 1:] - np.outer(d, a)) @ reach
+        out[start:stop] = (Z[:, 0] + np.minimum(d * low, d * high) - rest) / weights[start:stop]
+    return out

@@ -58,7 +58,7 @@ def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple
     m.eval()
     # the problem options scripts/ed_table.py shows beside the variant (the form, the rule's input set)
     extra = ([] if problem.form == "standard" else [f"form={problem.form}"]) + (
-        ["input_set=recipe"] if getattr(problem, "input_set", "box") == "recipe" else [])
+        [f"input_set={problem.input_set}"] if getattr(problem, "input_set", "box") != "box" else [])
     row["variant"] = " ".join(v for v in (m.describe().get("variant", ""), *extra) if v)
     xi = problem.sample(max(args.instances, args.batch), generator=torch.Generator().manual_seed(1)).to(dtype)
     with torch.no_grad():

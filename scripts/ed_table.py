@@ -4,8 +4,8 @@
     python scripts/ed_table.py --results results/ed --study ed_pglearn --out results/ed/table.md \
         --inference results/ed/inference.json           # + the batch-1 / batch-1024 timings of one benchmark run
 
-Per case and method (with its variant, its form where it is not the standard one, and ``input_set=recipe`` where
-the rule covers the recipe's own set): seeds, mean over seeds of the mean test gap, the worst test gap of any
+Per case and method (with its variant, its form where it is not the standard one, and ``input_set=...`` where
+the rule covers another set than the box: the recipe's polytope, or the box cut to its total-load range): seeds, mean over seeds of the mean test gap, the worst test gap of any
 seed, the worst equality and inequality violations (relative norms) of any seed, the mean batch-1 time per
 instance (``test/time_ms``, taken by each run at its own load) and training seconds; with ``--inference``, the
 batch-1 and batch-1024 times of ``benchmarks/bench_ed_inference.py`` (one process, one footing) for the method and
@@ -62,7 +62,7 @@ def table(df, inference: dict | None = None) -> str:
     # covers (problem.input_set): shown beside the variant, as benchmarks/bench_ed_inference.py labels its rows
     recipe = df["cfg.problem.input_set"] if "cfg.problem.input_set" in df else pd.Series([None] * len(df), index=df.index)
     df = df.assign(form=[" ".join(([] if f in ("standard", None) or f != f else [f"form={f}"])
-                                  + (["input_set=recipe"] if r == "recipe" else []))
+                                  + ([f"input_set={r}"] if isinstance(r, str) and r != "box" else []))
                          for f, r in zip(df["form"], recipe)])
     ok = df[df["status"].astype(str) == "ok"]
     bench_head = (" batch 1 ms (bench) | batch 1024 us / instance (bench) |", "---|---|") if inference else ("", "")

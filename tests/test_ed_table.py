@@ -63,6 +63,8 @@ def test_a_run_over_the_recipes_set_is_its_own_row_of_the_same_case():
     extra = _records().iloc[[1]].assign(**{"cfg.problem.input_set": "recipe", "test/gap_mean": 0.25})
     text = ed_table.table(pd.concat([_records(), extra]))
     assert "| case30_ieee | proposed (output_scale input_set=recipe) **(best)** | 1 | 0.2500 |" in text
+    total = _records().iloc[[1]].assign(**{"cfg.problem.input_set": "recipe_total", "test/gap_mean": 0.3})
+    assert "| case30_ieee | proposed (output_scale input_set=recipe_total) **(best)** | 1 | 0.3000 |" in ed_table.table(pd.concat([_records(), total]))
     assert "| case30_ieee | e2elr | 1 | 0.9000 |" in text
 
 

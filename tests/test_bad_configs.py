@@ -86,14 +86,14 @@ BAD = [
     ),
     (["method=apm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
     (["method=eapm", "+method.fit=mse"], "method.fit must be one of objective, supervised; got 'mse'"),
-    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, sparse, reduced, scs"),
+    (["method=proposed", "method.rule_solver=osqp"], "method.rule_solver must be one of auto, clarabel, highs, pdlp, sparse, reduced, rank_one, scs"),
     (
         ["method=optimizer", "+method.warm_strat=false"],
         "method has no option 'warm_strat' (did you mean 'warm_start'?)",
     ),
     (
         ["method=ldr", "method.rule_solver=cplex"],
-        "method.rule_solver must be one of auto, clarabel, highs, pdlp, sparse, reduced, scs; got 'cplex'",
+        "method.rule_solver must be one of auto, clarabel, highs, pdlp, sparse, reduced, rank_one, scs; got 'cplex'",
     ),
     (["method.gradient=softmax"], "method.gradient must be one of argmax, ste; got 'softmax'"),
     (["method.pretrain=yes"], "method.pretrain must be a bool (true or false); got 'yes' (str)"),

@@ -47,7 +47,7 @@ CHUNK_ROWS = 4096
 
 
 class NotRankOne(ValueError):
-    """The LP's inputs do not enter through one functional, or its input set is not a box."""
+    """The LP's inputs do not enter through one functional (or move no row)."""
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ class RankOneInputs:
     a: np.ndarray  # (k,), its largest entry 1 in absolute value
     b_eq: np.ndarray  # (m_eq,)
     b_ineq: np.ndarray  # (m_ineq,)
-    interval: InputBox  # one input: [a' mid - rho' |a|, a' mid + rho' |a|]
+    interval: InputBox  # one input: the range of a' xi over the input set (functional_range)
 
 
 def rank_one_inputs(family: JointlyLinearFamily) -> RankOneInputs | None:
-    """The functional through which every input of ``family`` enters, or None where the input coefficients
-    have rank other than one (to ``RANK_ONE_RTOL``) or the input set is a polytope."""
+    """The functional through which every input of ``family`` enters, with its range over the input set, or None
+    where the input coefficients have rank other than one (to ``RANK_ONE_RTOL``) or are all zero."""
     if not isinstance(family, JointlyLinearFamily) or family.k == 0:
         return None
     parts = [np.asarray(family.B_eq[:, 1:]), np.asarray(family.B_ineq[:, 1:])]
@@ -90,7 +90,8 @@ def functional_range(a: np.ndarray, box: InputBox, polytope=None) -> tuple[float
     """``(s_lo, s_hi)`` bounding ``a' xi`` over the box, or over the polytope cut by it: in closed form over the box;
     over the polytope by HiGHS, each end then certified by its duals ``lam >= 0`` (for every ``xi`` of the set,
     ``a' xi = lam' A xi + r' xi <= lam' b + max(r' lo, r' hi)`` entry-wise with ``r = a - A' lam``), so it is a bound
-    whatever the LP solver's tolerances."""
+    whatever the LP solver's tolerances. A bound a little outside the true range only asks the rule to cover
+    more."""
     centre, spread = float(a @ box.mid), float(np.abs(a) @ box.radius)
     if polytope is None:
         return centre - spread, centre + spread
@@ -135,7 +136,8 @@ def _reproject(F: np.ndarray, family: JointlyLinearFamily) -> np.ndarray:
 def solve_rank_one(family: JointlyLinearFamily, weights: np.ndarray, solver: str = "clarabel", **lp) -> RuleSolution:
     """The margin rule of ``family`` through its one-input LP (``solver``: an LP solver of
     :func:`~hardlinear.rules.robust_lp.solve_robust_lp`, ``lp``: its options), lifted and verified over every row
-    of ``family`` over its box in float64. Raises :class:`NotRankOne` where the structure does not hold."""
+    of ``family`` in float64 (over its box, and over its polytope through ``a' xi``'s certified range). Raises
+    :class:`NotRankOne` where the structure does not hold."""
     start = time.perf_counter()
     inputs = rank_one_inputs(family)
     if inputs is None:

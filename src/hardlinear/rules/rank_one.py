@@ -34,7 +34,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.rules.reduced import verified_row_margins_chunked
 from hardlinear.rules.robust_lp import RuleSolution, solve_robust_lp
 
 log = logging.getLogger(__name__)
@@ -148,9 +147,7 @@ def solve_rank_one(family: JointlyLinearFamily, weights: np.ndarray, solver: str
         )
     one = solve_robust_lp(one_input_family(family, inputs), weights, solver, **lp)
     F = _reproject(lift(one.F, inputs), family)
-    margins = verified_row_margins_chunked(F, family.H, family.B_ineq, family.box, weights)
-    if getattr(family, "polytope", None) is not None:  # the box's worst case is a lower bound over the set: tighten it
-        margins = np.maximum(margins, _interval_margins(F, family, weights, inputs))
+    margins = _verified_margins(F, family, weights, inputs)
     t_star = float(margins.min()) if margins.size else float("inf")
     info = dict(
         one.info, rank_one=True, inputs=family.k, one_input_t_star=one.t_star, one_input_solver=solver,
@@ -164,19 +161,25 @@ def solve_rank_one(family: JointlyLinearFamily, weights: np.ndarray, solver: str
     return RuleSolution(F, t_star, margins, one.status, "rank_one", time.perf_counter() - start, info)
 
 
-def _interval_margins(F: np.ndarray, family: JointlyLinearFamily, weights: np.ndarray, inputs: RankOneInputs) -> np.ndarray:
-    """``(m_ineq,)`` lower bounds on each row's worst margin over the input set: the row's residual
-    ``c + d a' xi + e' xi`` (``d a'`` its fit to ``a``, ``e`` what is left, rounding) is at least
-    ``c + min(d s_lo, d s_hi) - |e|' max(|lo|, |hi|)`` wherever ``a' xi`` lies in ``inputs.interval`` (certified)."""
+def _verified_margins(F: np.ndarray, family: JointlyLinearFamily, weights: np.ndarray, inputs: RankOneInputs) -> np.ndarray:
+    """``(m_ineq,)``: each row's worst margin over the box in closed form (as
+    :func:`~hardlinear.rules.reduced.verified_row_margins_chunked`), and over a polytope the larger of that and a
+    bound through ``s = a' xi``: the row's residual ``c + d a' xi + e' xi`` (``d a'`` its fit to ``a``, ``e`` what is
+    left, rounding) is at least ``c + min(d s_lo, d s_hi) - |e|' max(|lo|, |hi|)`` wherever ``a' xi`` lies in
+    ``inputs.interval`` (certified). One product ``H F`` per chunk of rows serves both."""
     box, a = family.box, inputs.a
     low, high = float(inputs.interval.lo[0]), float(inputs.interval.hi[0])
     reach = np.maximum(np.abs(box.lo), np.abs(box.hi))
+    over_polytope = getattr(family, "polytope", None) is not None
     H = sp.csr_matrix(family.H)
     out = np.empty(family.m_ineq)
     for start in range(0, family.m_ineq, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, family.m_ineq)
         Z = family.B_ineq[start:stop] - np.asarray(H[start:stop] @ F)
-        d = Z[:, 1:] @ a / (a @ a)
-        rest = np.abs(Z[:, 1:] - np.outer(d, a)) @ reach
-        out[start:stop] = (Z[:, 0] + np.minimum(d * low, d * high) - rest) / weights[start:stop]
+        worst = Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius
+        if over_polytope:  # the box's worst case is a lower bound over the set: tighten it
+            d = Z[:, 1:] @ a / (a @ a)
+            rest = np.abs(Z[:, 1:] - np.outer(d, a)) @ reach
+            worst = np.maximum(worst, Z[:, 0] + np.minimum(d * low, d * high) - rest)
+        out[start:stop] = worst / weights[start:stop]
     return out

@@ -29,6 +29,31 @@ def test_jointly_linear_residuals_match_numpy():
         np.testing.assert_allclose(fam.ineq_resid(xi, y)[i].numpy(), H @ y[i].numpy() - h, atol=1e-12)
 
 
+def test_above_the_dense_limit_residuals_and_their_gradients_are_the_dense_ones(monkeypatch):
+    """Large families keep G, H sparse (with a transpose made once for the backward pass) and h(x) compact; the
+    values and gradients are those of the small path."""
+    import hardlinear.constraints as constraints
+
+    fam = random_jl(seed=4, n=9, m_eq=3, m_ineq=8, k=4)
+    fam.B_ineq[4:] = fam.B_ineq[:4] * np.r_[1.0, -np.ones(4)]  # rows 4-7: rows 0-3 with their inputs' part negated
+    fam.B_ineq[2, 1:] = 0.0  # a row that reads no input
+    xi = fam.box.sample(11, torch.Generator().manual_seed(1))
+    y0 = torch.randn(11, fam.n, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    weights = torch.randn(11, fam.m_eq + fam.m_ineq, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    results = []
+    for limit in (None, 1):
+        if limit is not None:
+            monkeypatch.setattr(constraints, "DENSE_LIMIT", limit)
+            fam._cache.clear()
+        y = y0.clone().requires_grad_(True)
+        resid = torch.cat([fam.eq_resid(xi, y), fam.ineq_resid(xi, y)], dim=1)
+        (resid * weights).sum().backward()
+        results.append((resid.detach(), y.grad, fam.ineq_rhs(xi)))
+    assert fam._t("H", y0).layout == torch.sparse_csr and ("B_ineq compact", xi.device, xi.dtype) in fam._cache
+    for small, large in zip(results[0], results[1], strict=True):
+        assert torch.allclose(small, large, rtol=0, atol=1e-13)
+
+
 def test_input_dependent_residuals_match_numpy():
     rng = np.random.default_rng(1)
     k, n = 2, 4

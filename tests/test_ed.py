@@ -64,9 +64,15 @@ def test_reference_solves_are_feasible_with_the_smallest_slack(ed):
     assert torch.allclose(ed.objective(xi, y), torch.as_tensor(sol.objective), rtol=1e-9)
 
 
-@pytest.mark.parametrize("case", [CASE, "pglib_opf_case118_ieee"])
-def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack(case):
-    tight = build_problem("ed", case=case, thermal_penalty=1.0)
+@pytest.mark.parametrize("case, large", [(CASE, False), ("pglib_opf_case118_ieee", False), ("pglib_opf_case118_ieee", True)])
+def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack(case, large, monkeypatch):
+    if large:  # the paths of large cases: sparse H with its transpose, h(x) kept compact, the layer's split mode
+        import hardlinear.constraints as constraints
+        import hardlinear.layers.feasibility as feasibility
+
+        monkeypatch.setattr(constraints, "DENSE_LIMIT", 10)
+        monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
+    tight = build_problem("ed", case=case, thermal_penalty=1.0, form="inequality" if large else "standard")
     net = tight.network
     gen = torch.Generator().manual_seed(2)
     xi = tight.sample(512, gen)
@@ -80,6 +86,44 @@ def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack(case):
     assert (df == 0).any()  # lines well inside their limit keep df exactly 0
     if case != CASE:
         assert (df > 0).any()  # case118: random dispatches overload some lines
+    if large:
+        from hardlinear.layers.feasibility import SlackOperator
+
+        slacks = SlackOperator(tight.compact)
+        assert slacks.mode == "split" and slacks.compact_rhs
+        assert slacks.slack(xi, y, slacks.rhs(xi, y)).min() >= 0.0  # the layer's own sums agree, exactly
+
+
+def test_the_thermal_slack_reuses_the_loads_flows_only_for_equal_inputs(ed):
+    gen = torch.Generator().manual_seed(5)
+    xi = ed.sample(16, gen)
+    pg = torch.rand(16, len(ed.network.gen_bus), generator=gen, dtype=torch.float64)
+
+    def flows(x, like=pg):
+        return torch.cat(ed._load_flows(x, like), dim=1)
+
+    def fresh(x, like=pg):
+        ed._load_memo = None
+        return flows(x, like)
+
+    want = fresh(xi)
+    kept = ed._load_memo[1][0]
+    flows(xi.clone())
+    assert ed._load_memo[1][0] is kept  # equal values in another tensor: reused
+    other = xi.clone()
+    other[3] = -other[3]
+    assert torch.equal(flows(other), fresh(other)) and not torch.equal(fresh(other), want)
+    changed = xi.clone()
+    flows(changed)
+    changed[0] *= 0.5  # changed in place after the call: seen
+    assert torch.equal(flows(changed), fresh(changed)) and not torch.equal(flows(changed), want)
+    assert flows(xi, pg.float()).dtype == torch.float32  # another dtype: its own
+    wanted = xi.clone().requires_grad_(True)  # inputs that require grad: never reused, never kept
+    ed._load_flows(wanted, pg)[0].sum().backward()
+    assert wanted.grad is not None and ed._load_memo is None
+    reused = ed.thermal_slack(xi, pg)
+    ed._load_memo = None
+    assert torch.equal(reused, ed.thermal_slack(xi, pg))
 
 
 @pytest.mark.parametrize(

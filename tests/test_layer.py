@@ -286,6 +286,7 @@ def _select_family(coef: float, contiguous: bool):
         ("random_jl", "gather"),
         ("random_jl_dense", "dense"),
         ("random_jl_sparse", "sparse"),
+        ("random_jl_split", "split"),
         ("random_jl_std", "select"),
         ("random_id", "batched"),
         ("random_id_std", "select"),
@@ -294,10 +295,12 @@ def _select_family(coef: float, contiguous: bool):
     ],
 )
 def test_slack_operator_matches_the_family(name, mode, monkeypatch):
-    if name == "random_jl_sparse":  # long rows in an H above the dense limit (ED's PTDF rows at 1,354 buses)
+    if name in ("random_jl_sparse", "random_jl_split"):  # long rows in an H above the dense limit (ED's PTDF rows)
         import hardlinear.layers.feasibility as feasibility
 
         monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
+        if name == "random_jl_sparse":  # no dense block allowed: the whole H as a sparse product
+            monkeypatch.setattr(feasibility, "SPLIT_FLOATS_PER_NONZERO", 0)
         name = "random_jl_dense"
     if name.startswith("select"):
         fam, F = _select_family(2.0 if name == "select_scaled" else -1.0, contiguous=False)
@@ -643,14 +646,17 @@ def test_guard_gradient_off_leaves_an_output_on_a_face_free_to_move():
     assert derivative[True][1] == derivative[False][1]  # a row violated outright: the same gradient
 
 
-def test_sparse_slack_mode_gives_the_dense_modes_outputs_and_gradients(monkeypatch):
+@pytest.mark.parametrize("mode", ["sparse", "split"])
+def test_sparse_slack_mode_gives_the_dense_modes_outputs_and_gradients(monkeypatch, mode):
     import hardlinear.layers.feasibility as feasibility
 
     fam, F = _case("random_jl_dense")
     dense = FeasibilityLayer(fam, AffineSafe(F))
     monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
+    if mode == "sparse":
+        monkeypatch.setattr(feasibility, "SPLIT_FLOATS_PER_NONZERO", 0)
     sparse = FeasibilityLayer(fam, AffineSafe(F))
-    assert (dense.slacks.mode, sparse.slacks.mode) == ("dense", "sparse")
+    assert (dense.slacks.mode, sparse.slacks.mode, sparse.slacks.compact_rhs) == ("dense", mode, True)
     xi = inputs(fam, 50, seed=3)
     base = task_outputs(dense.safe(xi), seed=3).detach()
     results = []
@@ -661,3 +667,42 @@ def test_sparse_slack_mode_gives_the_dense_modes_outputs_and_gradients(monkeypat
         results.append((y.detach(), y_task.grad))
     assert torch.allclose(results[0][0], results[1][0], rtol=0, atol=1e-12)
     assert torch.allclose(results[0][1], results[1][1], rtol=1e-9, atol=1e-9)
+
+
+def _two_sided_family(seed: int = 5) -> JointlyLinearFamily:
+    """ED's shape of ``H`` and ``h``: ``+-F pg - df <= smax +- D x``, ``df >= 0`` and a bound on ``pg``, so each long row
+    comes twice up to sign, the slack columns are short, and a third of ``h``'s rows read no input."""
+    rng = np.random.default_rng(seed)
+    k, ng, ne = 6, 8, 12
+    Fl, D, smax = rng.normal(size=(ne, ng)), rng.normal(size=(ne, k)), rng.uniform(1, 2, ne)
+    I, Z = np.eye(ne), np.zeros((ne, ng))
+    H = np.block([[Fl, -I], [-Fl, -I], [Z, -I], [np.eye(ng), np.zeros((ng, ne))]])
+    B = np.vstack([np.c_[smax, D], np.c_[smax, -D], np.zeros((ne, k + 1)), np.c_[np.ones(ng), np.zeros((ng, k))]])
+    G = sp.csr_matrix(np.r_[np.ones(ng), np.zeros(ne)][None])
+    return JointlyLinearFamily(box=InputBox.symmetric(k), G=G, B_eq=np.zeros((1, k + 1)), H=sp.csr_matrix(H), B_ineq=B)
+
+
+def test_split_mode_keeps_each_two_sided_row_once_and_gives_the_familys_slacks_and_gradients(monkeypatch):
+    import hardlinear.layers.feasibility as feasibility
+    from hardlinear.layers.feasibility import SlackOperator
+
+    fam = _two_sided_family()
+    exact = SlackOperator(fam)
+    monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
+    split = SlackOperator(fam)
+    assert (exact.mode, split.mode, split.compact_rhs) == ("dense", "split", True)
+    # the 2 x 12 line rows are held once each, the bound rows too; h's input part only for the line rows, once
+    assert split.consts.split_T.shape == (8, 12 + 8) and split.consts.rhs_U_T.shape == (6, 12)
+    xi = inputs(fam, 40, seed=2)
+    y = torch.randn(xi.shape[0], fam.n, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    for op in (exact, split):
+        assert torch.allclose(op.slack(xi, y, op.rhs(xi, y)), -fam.ineq_resid(xi, y), rtol=0, atol=1e-13)
+    weights = torch.randn(xi.shape[0], fam.m_ineq, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    grads = []
+    for op in (exact, split):
+        y_grad = y.clone().requires_grad_(True)
+        (op.times(xi, y_grad) * weights).sum().backward()
+        grads.append(y_grad.grad)
+    assert torch.allclose(grads[0], grads[1], rtol=0, atol=1e-12)
+    # float32 calls are cast from the same float64 constants
+    assert torch.allclose(split.times(xi.float(), y.float()).double(), exact.times(xi, y), rtol=1e-5, atol=1e-5)

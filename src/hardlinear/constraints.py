@@ -29,6 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hardlinear.signed_rows import compact_affine, compact_affine_times
+
 # A dense torch copy is used below this many matrix entries, a sparse CSR one above: at batch sizes of a
 # few hundred, dense matmul wins on CPU for the paper's cases; sparse keeps 2000-bus cases in memory.
 DENSE_LIMIT = 4_000_000
@@ -123,11 +125,29 @@ def _torch_matrix(mat: sp.spmatrix | np.ndarray, device: Any, dtype: torch.dtype
     return torch.as_tensor(np.asarray(mat), dtype=dtype, device=device)
 
 
-def _rows_times(mat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``mat: (m, n), y: (B, n) -> (B, m)`` for dense or sparse ``mat``."""
+def _rows_times(mat: torch.Tensor, y: torch.Tensor, mat_T: torch.Tensor | None = None) -> torch.Tensor:
+    """``mat: (m, n), y: (B, n) -> (B, m)`` for dense or sparse ``mat``; a sparse ``mat``'s stored transpose
+    ``mat_T`` serves the backward pass (:class:`_SparseRowsTimes`)."""
     if mat.layout == torch.strided:
         return y @ mat.T
+    if mat_T is not None and y.requires_grad and torch.is_grad_enabled():
+        return _SparseRowsTimes.apply(y, mat, mat_T)
     return (mat @ y.T).T
+
+
+class _SparseRowsTimes(torch.autograd.Function):
+    """``(mat @ y')'`` whose backward multiplies by a transpose made once. Why: torch transposes the sparse matrix
+    on every backward pass: 86 ms of the 111 ms that PGLearn's dispatch's line rows took per step at case1888."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, mat: torch.Tensor, mat_T: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        ctx.mat_T = mat_T
+        return (mat @ y.T).T
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
+        return (ctx.mat_T @ grad.T).T, None, None
 
 
 def _rhs_matrix(B, rows: int, k: int) -> np.ndarray:
@@ -151,11 +171,17 @@ class ConstraintFamily(ABC):
     def k(self) -> int:
         return self.box.k
 
-    def _t(self, name: str, like: torch.Tensor) -> torch.Tensor:
-        key = (name, like.device, like.dtype)
+    def _t(self, name: str, like: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+        """The array ``name`` (its transpose with ``transpose``) as a tensor like ``like``, made once."""
+        key = (name, like.device, like.dtype, transpose)
         if key not in self._cache:
-            self._cache[key] = _torch_matrix(getattr(self, name), like.device, like.dtype)
+            mat = getattr(self, name)
+            self._cache[key] = _torch_matrix(mat.T if transpose else mat, like.device, like.dtype)
         return self._cache[key]
+
+    def _sparse_T(self, name: str, like: torch.Tensor) -> torch.Tensor | None:
+        """The transpose of a sparse-stored ``name`` for :func:`_rows_times`'s backward pass; None when dense."""
+        return self._t(name, like, transpose=True) if self._t(name, like).layout != torch.strided else None
 
     # --- batched torch interface -------------------------------------------------------------
     @abstractmethod
@@ -219,13 +245,21 @@ class JointlyLinearFamily(ConstraintFamily):
         return lift(xi) @ self._t("B_eq", xi).T
 
     def ineq_rhs(self, xi: torch.Tensor) -> torch.Tensor:
-        return lift(xi) @ self._t("B_ineq", xi).T
+        if self.B_ineq.size <= DENSE_LIMIT:
+            return lift(xi) @ self._t("B_ineq", xi).T
+        key = ("B_ineq compact", xi.device, xi.dtype)  # large: each input-reading row once up to sign
+        if key not in self._cache:
+            arrays = compact_affine(self.B_ineq)
+            self._cache[key] = tuple(
+                torch.as_tensor(arrays[name], device=xi.device, dtype=torch.long if name in ("rows", "index") else xi.dtype)
+                for name in ("b0", "U_T", "sign", "rows", "index"))
+        return compact_affine_times(xi, *self._cache[key])
 
     def eq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return _rows_times(self._t("G", y), y) - self.eq_rhs(xi.to(y.dtype))
+        return _rows_times(self._t("G", y), y, self._sparse_T("G", y)) - self.eq_rhs(xi.to(y.dtype))
 
     def ineq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return _rows_times(self._t("H", y), y) - self.ineq_rhs(xi.to(y.dtype))
+        return _rows_times(self._t("H", y), y, self._sparse_T("H", y)) - self.ineq_rhs(xi.to(y.dtype))
 
     def instance(self, xi: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         x = np.concatenate([[1.0], np.asarray(xi, dtype=np.float64).reshape(-1)])
@@ -274,7 +308,15 @@ class InputDependentFamily(ConstraintFamily):
         return lift(xi) @ self._t("B_eq", xi).T
 
     def ineq_rhs(self, xi: torch.Tensor) -> torch.Tensor:
-        return lift(xi) @ self._t("B_ineq", xi).T
+        if self.B_ineq.size <= DENSE_LIMIT:
+            return lift(xi) @ self._t("B_ineq", xi).T
+        key = ("B_ineq compact", xi.device, xi.dtype)  # large: each input-reading row once up to sign
+        if key not in self._cache:
+            arrays = compact_affine(self.B_ineq)
+            self._cache[key] = tuple(
+                torch.as_tensor(arrays[name], device=xi.device, dtype=torch.long if name in ("rows", "index") else xi.dtype)
+                for name in ("b0", "U_T", "sign", "rows", "index"))
+        return compact_affine_times(xi, *self._cache[key])
 
     def eq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         xi = xi.to(y.dtype)

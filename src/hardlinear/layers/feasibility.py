@@ -49,16 +49,20 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import nn
 
 from hardlinear.constraints import DENSE_LIMIT, ConstraintFamily, InputBox, InputDependentFamily, lift
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
+from hardlinear.signed_rows import compact_affine, compact_affine_times, signed_unique_rows
 
 GRADIENTS = ("argmax", "ste")
 DOMAIN_POLICIES = ("count", "warn", "error")
 # Rows with at most this many nonzeros are evaluated by gathering y's entries (DC-OPF: <= 2 per row).
 GATHER_MAX_NNZ = 4
+# The split mode's dense block may hold at most this many floats per nonzero it stores (else: sparse mode).
+SPLIT_FLOATS_PER_NONZERO = 3
 # Logit of rows excluded from the STE surrogate: exp() of it is 0, and unlike -inf it never makes NaN.
 EXCLUDED_LOGIT = -1e30
 
@@ -67,8 +71,11 @@ class SlackOperator(nn.Module):
     """``H(x) y`` and ``h(x)`` of a family, evaluated the cheapest way its structure allows.
 
     Modes, chosen once: ``select`` (one nonzero per row with one common coefficient, e.g. the standard form's
-    ``H = [0, -I]``: a slice or an index), ``gather`` (a few nonzeros per row), ``sparse`` (longer rows in an ``H``
-    too large to keep dense: a sparse product), ``dense``, ``batched`` (``H`` depends on x).
+    ``H = [0, -I]``: a slice or an index), ``gather`` (a few nonzeros per row), ``split`` (longer rows in an ``H``
+    too large to keep dense, whose long columns are dense enough: those as a dense block, each row once up to sign,
+    the rest a sparse product), ``sparse`` (the same without the block), ``dense``, ``batched`` (``H`` depends on x).
+    A large ``h(x)`` is kept compact (:func:`~hardlinear.signed_rows.compact_affine`). Every mode sums each row in
+    the dtype asked for, in its own order: the layer's rounding guard bounds any order's error.
     """
 
     def __init__(self, family: ConstraintFamily) -> None:
@@ -76,7 +83,13 @@ class SlackOperator(nn.Module):
         self.m, self.n = family.m_ineq, family.n
         B = np.asarray(family.B_ineq, dtype=np.float64)
         self.has_rhs = bool(np.any(B))
-        arrays: dict[str, np.ndarray] = {"B_T": B.T} if self.has_rhs else {}
+        self.compact_rhs = self.has_rhs and B.size > DENSE_LIMIT
+        if self.compact_rhs:  # large: only the rows that read the inputs, each once up to sign (compact_affine)
+            arrays = {f"rhs_{name}": value for name, value in compact_affine(B).items()}
+            for name in ("rhs_rows", "rhs_index"):
+                self.register_buffer(name, torch.as_tensor(arrays.pop(name), dtype=torch.long), persistent=False)
+        else:
+            arrays = {"B_T": B.T} if self.has_rhs else {}
         H = constant_lhs(family, "H", sparse=True)  # sparse: the standard form's [0, -I] is 2 GB dense at 2,000 buses
         index = np.zeros(0, dtype=np.int64)
         self.start = self.stop = -1
@@ -107,11 +120,20 @@ class SlackOperator(nn.Module):
                 index = idx
             elif p > GATHER_MAX_NNZ and self.m * self.n > DENSE_LIMIT:
                 # long rows of a large H (PGLearn's dispatch in the inequality form: PTDF rows over every
-                # generator, 261 entries at case1354): a sparse product. Gathering p entries per row copied
-                # B m p floats (1.4 s a training step there, against 0.13 s)
-                self.mode = "sparse"
+                # generator, 261 entries at case1354). Gathering p entries per row copied B m p floats (1.4 s a
+                # training step there); a sparse product of the whole H took 0.13 s; its long columns as a dense
+                # block (rows taken once up to sign) and the rest sparse take a tenth of that (_split_columns)
+                split = _split_columns(H)
+                self.mode = "sparse" if split is None else "split"
+                rest = H if split is None else split.pop("rest")
+                if split is not None:
+                    arrays["split_T"], arrays["split_sign"] = split.pop("block_T"), split.pop("sign")
+                    for name, idx in split.items():
+                        self.register_buffer(f"split_{name}", torch.as_tensor(idx, dtype=torch.long), persistent=False)
+                coo = rest.tocoo()
                 self._sparse = {"cpu-float64": torch.sparse_coo_tensor(
-                    np.vstack([rows, cols]), vals, (self.m, self.n), dtype=torch.float64, check_invariants=True
+                    np.vstack([coo.row, coo.col]).astype(np.int64), coo.data, (self.m, self.n), dtype=torch.float64,
+                    check_invariants=True,
                 ).coalesce()}
             elif p <= GATHER_MAX_NNZ or self.m * self.n > DENSE_LIMIT:
                 self.mode = "gather"
@@ -136,6 +158,9 @@ class SlackOperator(nn.Module):
         """``xi: (B, k) -> h(x): (B, m)`` in ``like``'s dtype, or None when ``h = 0``."""
         if not self.has_rhs:
             return None
+        if self.compact_rhs:
+            b0, U_T, sign = self.consts.get(("rhs_b0", "rhs_U_T", "rhs_sign"), like)
+            return compact_affine_times(xi.to(like.dtype), b0, U_T, sign, self.rhs_rows, self.rhs_index)
         (B_T,) = self.consts.get(("B_T",), like)
         return lift(xi.to(like.dtype)) @ B_T
 
@@ -155,6 +180,10 @@ class SlackOperator(nn.Module):
             return (self._columns(y) * coef).sum(dim=2)
         if self.mode == "sparse":
             return torch.sparse.mm(self._sparse_H(y), y.T).T
+        if self.mode == "split":
+            block_T, sign = self.consts.get(("split_T", "split_sign"), y)
+            block = (y.index_select(1, self.split_cols) @ block_T).index_select(1, self.split_index) * sign
+            return torch.sparse.mm(self._sparse_H(y), y.T).T.index_add(1, self.split_rows, block)
         if self.mode == "batched":
             (H_flat,) = self.consts.get(("H_flat",), y)
             H = (lift(xi.to(y.dtype)) @ H_flat).view(-1, self.m, self.n)
@@ -187,6 +216,28 @@ class SlackOperator(nn.Module):
             return self.max_row_norm
         (norms,) = self.consts.get(("H_row_norms",), xi)
         return (lift(xi).abs() @ norms).amax(dim=1, keepdim=True)
+
+
+def _split_columns(H: sp.csr_matrix) -> dict[str, np.ndarray | sp.csr_matrix] | None:
+    """``H``'s columns with more than ``GATHER_MAX_NNZ`` entries as a dense block over the rows they touch, each row
+    once up to sign (:func:`~hardlinear.signed_rows.signed_unique_rows`), and the other columns as ``rest``;
+    None when that block would hold more than ``SPLIT_FLOATS_PER_NONZERO`` floats per nonzero (a sparse product is
+    then no dearer).
+
+    Keys: ``block_T`` (long columns, unique rows), ``sign`` and ``index`` (per touched row), ``rows`` (the
+    touched rows), ``cols`` (the long columns), ``rest`` (``H`` with the long columns zeroed)."""
+    col_nnz = np.diff(H.tocsc().indptr)
+    cols = np.flatnonzero(col_nnz > GATHER_MAX_NNZ)
+    long = H[:, cols].tocsr()
+    rows = np.flatnonzero(np.diff(long.indptr))
+    if not cols.size or rows.size * cols.size > SPLIT_FLOATS_PER_NONZERO * long.nnz:
+        return None
+    unique, index, sign = signed_unique_rows(long[rows].toarray())
+    keep = np.ones(H.shape[1], dtype=bool)
+    keep[cols] = False
+    rest = (H @ sp.diags(keep.astype(np.float64))).tocsr()
+    rest.eliminate_zeros()
+    return {"block_T": unique.T, "sign": sign, "index": index, "rows": rows, "cols": cols, "rest": rest}
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -13,6 +13,7 @@ and ``m_eq`` counts the original equalities only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -164,10 +165,13 @@ class Problem:
         return self.given_inputs.get(split)
 
     # --- helpers ------------------------------------------------------------------------------
-    def _tensor(self, key: str, value: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    def _tensor(self, key: str, value: np.ndarray | Callable[[], np.ndarray], like: torch.Tensor) -> torch.Tensor:
+        """The constant ``value`` as a tensor like ``like``, made once per key, device and dtype. Pass a callable
+        where building the array is itself costly (a slice of a large matrix): it runs only on the first call."""
         cache_key = (key, like.device, like.dtype)
         if cache_key not in self._t_cache:
-            self._t_cache[cache_key] = torch.as_tensor(np.asarray(value), dtype=like.dtype, device=like.device)
+            array = value() if callable(value) else value
+            self._t_cache[cache_key] = torch.as_tensor(np.asarray(array), dtype=like.dtype, device=like.device)
         return self._t_cache[cache_key]
 
     def describe(self) -> str:

@@ -248,17 +248,37 @@ class EconomicDispatch(Problem):
         row ``1e-16`` above its bound. Where ``|pf| - smax > -g`` the slack is ``|pf| - smax + g`` (at least 0) with
         ``g = (terms + 4) eps`` times the row's sum of absolute terms (a bound on either sum's rounding error), so
         every line row reads ``<= 0`` exactly; at 150,000 $/p.u. the guard costs ~1e-7 $ per congested line. Lines
-        farther than ``g`` inside their limit keep ``df = 0`` exactly."""
-        net = self.network
-        flow_pg = self._tensor("flow_pg", self.ptdf[self.limited][:, net.gen_bus], pg)
-        flow_pd = self._tensor("flow_pd", self.ptdf[self.limited][:, self.load_bus], pg)
-        smax = self._tensor("smax", net.rate_a[self.limited], pg)
-        pd = self.loads(xi.to(pg.dtype))
-        pf = pg @ flow_pg.T - pd @ flow_pd.T
-        size = pg.abs() @ flow_pg.abs().T + pd.abs() @ flow_pd.abs().T + smax
-        guard = (flow_pg.shape[1] + flow_pd.shape[1] + 4) * torch.finfo(pg.dtype).eps * size
+        farther than ``g`` inside their limit keep ``df = 0`` exactly. The guard carries no gradient.
+
+        The loads' part of the flows depends on ``xi`` alone; it is kept for the last ``xi`` seen
+        (:meth:`_load_flows`), since the proposed method asks twice per batch (before and after its blend)."""
+        flow_pg = self._tensor("flow_pg", lambda: self.ptdf[self.limited][:, self.network.gen_bus], pg)
+        flow_pg_abs = self._tensor("flow_pg_abs", lambda: np.abs(self.ptdf[self.limited][:, self.network.gen_bus]), pg)
+        smax = self._tensor("smax", self.network.rate_a[self.limited], pg)
+        load_flow, load_size = self._load_flows(xi, pg)
+        pf = pg @ flow_pg.T - load_flow
+        with torch.no_grad():
+            size = pg.abs() @ flow_pg_abs.T + load_size + smax
+            guard = (flow_pg.shape[1] + len(self.load_bus) + 4) * torch.finfo(pg.dtype).eps * size
         over = pf.abs() - smax
         return torch.where(over > -guard, torch.clamp(over + guard, min=0.0), torch.zeros_like(over))
+
+    def _load_flows(self, xi: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(PTDF Al pd, |PTDF Al| |pd|)`` over the limited lines, ``(B, E_lim)`` each, in ``like``'s dtype: the
+        loads' part of :meth:`thermal_slack`'s flows and of its rounding bound. The last result is kept with a copy
+        of its inputs and reused when the next inputs are equal to them (a comparison of ``B k`` numbers against a
+        product of ``B k E_lim``); inputs that require grad are never kept."""
+        xi = xi.to(like.dtype)
+        memo = getattr(self, "_load_memo", None)
+        same = memo is not None and (memo[0].shape, memo[0].dtype, memo[0].device) == (xi.shape, xi.dtype, xi.device)
+        if same and not xi.requires_grad and torch.equal(memo[0], xi):
+            return memo[1]
+        flow_pd = self._tensor("flow_pd", lambda: self.ptdf[self.limited][:, self.load_bus], like)
+        flow_pd_abs = self._tensor("flow_pd_abs", lambda: np.abs(self.ptdf[self.limited][:, self.load_bus]), like)
+        pd = self.loads(xi)
+        out = (pd @ flow_pd.T, pd.abs() @ flow_pd_abs.T)
+        self._load_memo = None if xi.requires_grad else (xi.detach().clone(), out)
+        return out
 
     def with_thermal_slack(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), pg: (B, G) -> y: (B, n)``: the dispatch ``pg`` in the problem's form, with the smallest

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hardlinear.constraints import JointlyLinearFamily
+from hardlinear.sparse_products import sparse_times_dense
 
 # Relative pad on each dropped row's requirement (times the row's terms' size): rounding in the verification
 # of a row's margin is ~1e-16 of that size.
@@ -105,7 +106,7 @@ def complete_rule(
     rows = elimination.dropped_rows
     H = sp.csr_matrix(family.H)[rows]
     slack_part = sp.csr_matrix(H[:, elimination.slack_columns])
-    other = np.asarray(H[:, elimination.kept_columns] @ F_kept) - family.B_ineq[rows]  # (r, k + 1): row - rhs
+    other = sparse_times_dense(H[:, elimination.kept_columns], F_kept) - family.B_ineq[rows]  # (r, k + 1): row - rhs
     worst = other[:, 0] + other[:, 1:] @ box.mid + np.abs(other[:, 1:]) @ box.radius
     size = np.abs(other[:, 0]) + np.abs(other[:, 1:]) @ (np.abs(box.mid) + box.radius)
     need = worst + max(float(t), 0.0) * weights[rows] + PAD * (1.0 + size)

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.rules.robust_lp import RuleSolution, solve_robust_lp
+from hardlinear.sparse_products import sparse_times_dense
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ def _verified_margins(F: np.ndarray, family: JointlyLinearFamily, weights: np.nd
     out = np.empty(family.m_ineq)
     for start in range(0, family.m_ineq, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, family.m_ineq)
-        Z = family.B_ineq[start:stop] - np.asarray(H[start:stop] @ F)
+        Z = family.B_ineq[start:stop] - sparse_times_dense(H[start:stop], F)
         worst = Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius
         if over_polytope:  # the box's worst case is a lower bound over the set: tighten it
             d = Z[:, 1:] @ a / (a @ a)

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from hardlinear.constraints import InputBox
 from hardlinear.rules.reduced.settings import VERIFY_CHUNK_ROWS
 from hardlinear.rules.robust_lp import _expression_margins, _Reduced
+from hardlinear.sparse_products import sparse_times_dense
 
 if TYPE_CHECKING:
     from hardlinear.rules.reduced.interior_point import _Point
@@ -32,7 +33,7 @@ def verified_row_margins_chunked(
     out = np.empty(H.shape[0])
     for s in range(0, H.shape[0], chunk):
         e = min(s + chunk, H.shape[0])
-        Z = B_ineq[s:e] - np.asarray(H[s:e] @ F)
+        Z = B_ineq[s:e] - sparse_times_dense(H[s:e], F)
         out[s:e] = (Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius) / weights[s:e]
     return out
 

@@ -310,6 +310,28 @@ def test_batch_beyond_free_memory_fails_before_data(hydra_conf, tmp_path):
     assert "trainer.batch_size=1000000000000 needs about" in message and "set trainer.batch_size to at most" in message
 
 
+def test_a_dispatch_batch_beyond_free_memory_fails_before_the_problem_is_built(hydra_conf, tmp_path, monkeypatch):
+    """The dispatch's sizes come from its case file (EconomicDispatch.planned_sizes), so the check runs before the
+    PTDF: at case9241 the build alone took 17 minutes before this error."""
+    from hardlinear.problems import ed
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the PTDF was computed before the memory check")
+
+    monkeypatch.setattr(ed, "ptdf_matrix", no_build)
+    message = _run_expecting(["problem=ed", "method=e2elr", "eval.throughput_batch=1000000000000"], tmp_path)
+    assert "eval.throughput_batch=1000000000000 needs about" in message and "for ed_case14_ieee (n=" in message
+
+
+@pytest.mark.parametrize("case", ["pglib_opf_case14_ieee", "pglib_opf_case118_ieee"])
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+def test_the_dispatchs_planned_sizes_are_its_built_sizes(case, form):
+    from hardlinear.problems import build_problem, planned_sizes
+
+    assert planned_sizes("ed", case=case, form=form) == build_problem("ed", case=case, form=form).sizes()
+    assert planned_sizes("dcopf_14") is None and planned_sizes("no such problem") is None
+
+
 def test_uncertainty_above_the_largest_rule_level_names_the_level(hydra_conf, tmp_path):
     message = _run_expecting(["method=ldr", "problem.uncertainty=0.6"], tmp_path)
     assert "problem.uncertainty=0.6 is above the largest level at which dcopf_14 has a decision rule (0.5405" in message

@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from hardlinear.harness import require_extra
 
@@ -43,7 +44,7 @@ from hardlinear.harness.schemas import ConfigError, output_path_problem, validat
 from hardlinear.harness.sweep import note_unrecorded_failure
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
 from hardlinear.metrics import infeasibility
-from hardlinear.problems import build_problem
+from hardlinear.problems import build_problem, planned_sizes
 from hardlinear.solvers import SolverUnavailable
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
 
@@ -53,11 +54,30 @@ log = logging.getLogger("hardlinear")
 PROBLEM_META_KEYS = ("train",)
 
 
-def problem_from_config(cfg: DictConfig):
-    """``cfg.problem`` minus its training schedule, as constructor arguments of the named problem."""
+def _problem_options(cfg: DictConfig) -> tuple[str, dict]:
     options = {k: v for k, v in OmegaConf.to_container(cfg.problem, resolve=True).items() if k not in PROBLEM_META_KEYS}
     name = options.pop("name")
-    return build_problem(name, **{k: v for k, v in options.items() if v is not None or k == "uncertainty"})
+    return name, {k: v for k, v in options.items() if v is not None or k == "uncertainty"}
+
+
+def problem_from_config(cfg: DictConfig):
+    """``cfg.problem`` minus its training schedule, as constructor arguments of the named problem."""
+    name, options = _problem_options(cfg)
+    return build_problem(name, **options)
+
+
+def check_memory_before_building(cfg: DictConfig) -> None:
+    """The batch-memory check of ``_execute``, run before the problem is built where its sizes can be read without
+    building it (``hardlinear.problems.planned_sizes``): at case9241 the dispatch's build alone took 17 minutes before
+    ``eval.throughput_batch`` was found too large. The check after the build stays (the method's own needs)."""
+    name, options = _problem_options(cfg)
+    sizes = planned_sizes(name, **options)
+    if sizes is None:
+        return
+    planned = SimpleNamespace(name=str(options.get("case", name)).replace("pglib_opf_", f"{name}_"), **sizes)
+    net_bytes = {"float32": 4, "float64": 8}.get(str(cfg.get("dtype", "float32")), 4)
+    check_batch_memory(planned, dict(cfg.network), int(cfg.trainer.batch_size), int(cfg.eval.throughput_batch),
+                       device=str(cfg.device), net_bytes=net_bytes)
 
 
 def resolved_dict(cfg: DictConfig) -> dict:
@@ -107,6 +127,7 @@ def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
     record = {"identity": ident, "study": results.study_of(config), "config": config, "provenance": provenance(str(cfg.device))}
     identity = config_identity(cfg, run_dir, ident, short_digest(config))
     try:
+        check_memory_before_building(cfg)
         problem = problem_from_config(cfg)
         method = instantiate(cfg.method, _convert_="all")
         if resume and not method.trainable:  # before any data or rule: the resume would be ignored silently

@@ -59,4 +59,14 @@ def build_problem(name: str, **options: Any) -> Problem:
     return cls(**kwargs)
 
 
-__all__ = ["DC3QP", "DCOPF", "EconomicDispatch", "PAPER_PROBLEMS", "PROBLEMS", "DC3Nonconvex", "LinearProblem", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem"]
+def planned_sizes(name: str, **options: Any) -> dict[str, int] | None:
+    """``build_problem(name, **options).sizes()`` without building, for problems that can say it cheaply (their
+    class's ``planned_sizes``); None for the others, and for an unknown name (``build_problem`` reports it)."""
+    if name not in PROBLEMS:
+        return None
+    cls, fixed = PROBLEMS[name]
+    planner = getattr(cls, "planned_sizes", None)
+    return None if planner is None else planner(**{**fixed, **options})
+
+
+__all__ = ["DC3QP", "DCOPF", "EconomicDispatch", "PAPER_PROBLEMS", "PROBLEMS", "DC3Nonconvex", "LinearProblem", "PAPER_SIZES", "PAPER_UNCERTAINTY", "Objective", "Portfolio", "Problem", "available_cases", "build_problem", "planned_sizes"]

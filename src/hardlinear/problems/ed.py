@@ -146,6 +146,17 @@ class EconomicDispatch(Problem):
         c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
         super().__init__(family, Objective(c=c), "lp", form, name or f"ed_{case.replace('pglib_opf_', '')}")
 
+    @staticmethod
+    def planned_sizes(case: str = "pglib_opf_case14_ieee", form: Form = "standard", **_: object) -> dict[str, int]:
+        """``problem.sizes()`` read from the case file alone, before the PTDF (a dense solve: 15 minutes at
+        case9241 on one thread): what the harness checks a batch's memory against before that work."""
+        net = load_network(case)
+        ng, ne = len(net.gen_bus), int((net.rate_a > 0).sum())
+        fixed = int((net.pmin == net.pmax).sum())
+        m_ineq = 2 * (ng - fixed) + 3 * ne  # the free generators' two limits, each line's two rows and its df >= 0
+        n = ng + ne + (m_ineq if form == "standard" else 0)  # the standard form appends one slack per inequality
+        return {"n": n, "m_eq": 1 + fixed, "m_ineq": m_ineq, "k": int((net.pd != 0).sum())}
+
     # --- the constraint family ---------------------------------------------------------------------------
     def _family(self) -> JointlyLinearFamily:
         net, ng, ne = self.network, len(self.network.gen_bus), len(self.limited)

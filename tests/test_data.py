@@ -80,3 +80,34 @@ def test_a_long_build_without_a_bar_logs_its_progress(monkeypatch, caplog):
     assert [line.split(" (")[:2] for line in lines] == [["dcopf_14 reference solves", "highs): 1 of 3 solved"],
                                                         ["dcopf_14 reference solves", "highs): 2 of 3 solved"]]
     assert all("s left" in line for line in lines)
+
+
+def test_two_runs_wanting_one_set_solve_it_once(tmp_path, caplog):
+    """The second waits on the set's lock while the first solves, then reads the cache (no duplicate solves)."""
+    import threading
+    import time
+
+    problem = build_problem("dcopf_14")
+    solve, calls = problem.solve, []
+
+    def slow_solve(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        time.sleep(1.0)  # long enough for the other thread to reach the lock
+        return solve(*args, **kwargs)
+
+    problem.solve = slow_solve
+    results = {}
+
+    def build(name):
+        results[name] = build_dataset(problem, "val", 6, 0, cache_dir=tmp_path, progress=False)
+
+    threads = [threading.Thread(target=build, args=(name,), name=name) for name in ("first", "second")]
+    with caplog.at_level(logging.INFO, logger="hardlinear.data"):
+        threads[0].start()
+        time.sleep(0.3)
+        threads[1].start()
+        for t in threads:
+            t.join()
+    assert calls == ["first"] and results["second"].from_cache and not results["first"].from_cache
+    assert torch.equal(results["first"].y, results["second"].y)
+    assert "another run is building it" in caplog.text

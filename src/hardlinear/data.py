@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 
 from hardlinear.atomic import atomic_write_bytes  # noqa: F401 - re-exported: harness, checkpoints
 
@@ -150,26 +151,55 @@ def build_dataset(
         )
         if len(inputs) != size:
             log.info("%s %s set: using the %d given inputs (size=%d is ignored)", problem.name, split, len(inputs), size)
-    path = None
-    if cache_dir is not None:
-        key = dataset_key(problem, split, size, seed, solver, inputs)
-        path = Path(cache_dir) / f"{problem.name}-{split}-{key}.npz"
-        cached = load_arrays(path)
-        mismatch = cached is not None and _key_mismatch(cached, key, problem, split, size, seed, solver, inputs is not None)
-        if mismatch:
-            log.warning("cache file %s is not the %s %s set it is named for (%s); rebuilding it", path, problem.name, split, mismatch)
-            cached = None
-        if cached is not None:
-            a, meta = cached
-            return Dataset(
-                xi=torch.as_tensor(a["xi"]),
-                y=torch.as_tensor(a["y"]),
-                objective=torch.as_tensor(a["objective"]),
-                solve_time_s=a["solve_time_s"],
-                solver=solver,
-                build_time_s=float(meta.get("build_time_s", 0.0)),
-                from_cache=True,
-            )
+    if cache_dir is None:
+        return _solved_set(problem, split, size, seed, solver, progress, inputs, workers, None, None)
+    key = dataset_key(problem, split, size, seed, solver, inputs)
+    path = Path(cache_dir) / f"{problem.name}-{split}-{key}.npz"
+    found = _cached_set(path, key, problem, split, size, seed, solver, inputs is not None)
+    if found is not None:
+        return found
+    # one run builds a set at a time: another run wanting the same set waits for it and reads the cache, rather than
+    # solving the same instances beside it (two case9241 runs started together each solved the same 200)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("%s %s set: another run is building it (%s.lock); waiting for it", problem.name, split, path)
+        lock.acquire()
+    try:
+        found = _cached_set(path, key, problem, split, size, seed, solver, inputs is not None)
+        if found is not None:
+            return found
+        return _solved_set(problem, split, size, seed, solver, progress, inputs, workers, path, key)
+    finally:
+        lock.release()
+
+
+def _cached_set(path: Path, key: str, problem, split: str, size: int, seed: int, solver: str, given: bool) -> Dataset | None:
+    """The cached set at ``path`` when it is the one ``key`` names; None (with a warning for a wrong file) else."""
+    cached = load_arrays(path)
+    mismatch = cached is not None and _key_mismatch(cached, key, problem, split, size, seed, solver, given)
+    if mismatch:
+        log.warning("cache file %s is not the %s %s set it is named for (%s); rebuilding it", path, problem.name, split, mismatch)
+        return None
+    if cached is None:
+        return None
+    a, meta = cached
+    return Dataset(
+        xi=torch.as_tensor(a["xi"]),
+        y=torch.as_tensor(a["y"]),
+        objective=torch.as_tensor(a["objective"]),
+        solve_time_s=a["solve_time_s"],
+        solver=solver,
+        build_time_s=float(meta.get("build_time_s", 0.0)),
+        from_cache=True,
+    )
+
+
+def _solved_set(problem, split: str, size: int, seed: int, solver: str, progress: bool, inputs: np.ndarray | None,
+                workers: int, path: Path | None, key: str | None) -> Dataset:
+    """The set solved now, saved to ``path`` (under ``key``) when one is given."""
     t0 = time.perf_counter()
     if inputs is not None:
         xi = torch.as_tensor(inputs, dtype=torch.float64)

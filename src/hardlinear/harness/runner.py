@@ -63,7 +63,8 @@ def _problem_options(cfg: DictConfig) -> tuple[str, dict]:
 def problem_from_config(cfg: DictConfig):
     """``cfg.problem`` minus its training schedule, as constructor arguments of the named problem."""
     name, options = _problem_options(cfg)
-    return build_problem(name, **options)
+    cache_dir = cfg.get("cache_dir")
+    return build_problem(name, cache_dir=None if cache_dir is None else str(cache_dir), **options)
 
 
 def check_memory_before_building(cfg: DictConfig) -> None:

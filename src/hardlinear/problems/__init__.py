@@ -3,6 +3,7 @@ batched interface."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from hardlinear.problems.base import Objective, Problem
@@ -44,9 +45,10 @@ PAPER_SIZES = {
 }
 
 
-def build_problem(name: str, **options: Any) -> Problem:
+def build_problem(name: str, cache_dir: str | None = None, **options: Any) -> Problem:
     """Build a problem by name: ``build_problem("dcopf_118", objective="qp")``,
-    ``build_problem("dcopf", case="pglib_opf_case300_ieee", uncertainty=0.1)``."""
+    ``build_problem("dcopf", case="pglib_opf_case300_ieee", uncertainty=0.1)``. ``cache_dir``: where a problem
+    that keeps a costly part of its build on disk (the dispatch's PTDF) keeps it; the others ignore it."""
     if name not in PROBLEMS:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}")
     cls, fixed = PROBLEMS[name]
@@ -54,6 +56,8 @@ def build_problem(name: str, **options: Any) -> Problem:
     if clash:
         raise ValueError(f"{name} fixes {sorted(clash)}; use problem 'dcopf' with case=... to choose another case")
     kwargs = {**fixed, **options}
+    if cache_dir is not None and "cache_dir" in inspect.signature(cls).parameters:
+        kwargs["cache_dir"] = str(cache_dir)
     if cls is DCOPF:
         kwargs.setdefault("name", name if name != "dcopf" else kwargs.get("case", "dcopf"))
     return cls(**kwargs)

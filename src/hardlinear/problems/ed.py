@@ -63,6 +63,7 @@ from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
 from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
+from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
@@ -70,19 +71,25 @@ INPUT_SETS = ("box", "recipe", "recipe_total")
 RECIPE_MAX_INPUTS = 200  # k (k - 1) polytope rows: 39,800 at 200 loads; the robust LP carries them per rule row
 
 
-def ptdf_matrix(net: Network) -> np.ndarray:
+def ptdf_matrix(net: Network, cache_dir: str | None = None) -> np.ndarray:
     """``(branches, buses)`` power transfer distribution factors with the reference bus as the slack: flows
     ``pf = PTDF p`` for nodal injections ``p`` (its column is zero); series susceptance ``x / (r^2 + x^2)``, taps
-    ignored: the magnitude of PowerModels' ``calc_branch_y`` that PGLearn's ``LazyPTDF`` uses."""
+    ignored: the magnitude of PowerModels' ``calc_branch_y`` that PGLearn's ``LazyPTDF`` uses. With ``cache_dir``,
+    stored there and read back bit for bit (:mod:`hardlinear.problems.ptdf_cache`)."""
     nb, nl = len(net.bus_ids), len(net.f_bus)
     b = branch_susceptance(net, "paper")
-    A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (np.r_[np.arange(nl), np.arange(nl)], np.r_[net.f_bus, net.t_bus])), shape=(nl, nb))
-    keep = np.setdiff1d(np.arange(nb), [net.ref])
-    Bf = (sp.diags(b) @ A).tocsc()[:, keep]
-    Bbus = (A.T @ sp.diags(b) @ A).tocsc()[keep][:, keep]
-    ptdf = np.zeros((nl, nb))
-    ptdf[:, keep] = sla.solve(Bbus.toarray(), Bf.toarray().T, assume_a="sym").T
-    return ptdf
+
+    def compute() -> np.ndarray:
+        A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (np.r_[np.arange(nl), np.arange(nl)], np.r_[net.f_bus, net.t_bus])), shape=(nl, nb))
+        keep = np.setdiff1d(np.arange(nb), [net.ref])
+        Bf = (sp.diags(b) @ A).tocsc()[:, keep]
+        Bbus = (A.T @ sp.diags(b) @ A).tocsc()[keep][:, keep]
+        ptdf = np.zeros((nl, nb))
+        ptdf[:, keep] = sla.solve(Bbus.toarray(), Bf.toarray().T, assume_a="sym").T
+        return ptdf
+
+    key = ptdf_key(np.asarray(net.f_bus), np.asarray(net.t_bus), b, np.asarray([nb, net.ref]))
+    return cached_ptdf(cache_dir, key, compute)
 
 
 def load_box(load_low: float, load_high: float, load_noise: float, fraction: float) -> tuple[float, float]:
@@ -105,7 +112,10 @@ class EconomicDispatch(Problem):
         thermal_penalty: float = THERMAL_PENALTY,
         name: str | None = None,
         input_set: str = "box",
+        cache_dir: str | None = None,
     ) -> None:
+        """``cache_dir``: where the PTDF is stored after its first build (None: computed each time); not part of the
+        problem, whose arrays are the same either way."""
         net = load_network(case)  # first: an unknown case name is the error to report
         if input_set not in INPUT_SETS:
             raise ValueError(
@@ -140,7 +150,8 @@ class EconomicDispatch(Problem):
                 f"use one or the other (uncertainty=null with input_set={input_set})"
             )
         self.input_set = input_set
-        self.ptdf = ptdf_matrix(net)
+        self.ptdf = ptdf_matrix(net, cache_dir)
+        self.cache_dir = cache_dir
         self.limited = np.flatnonzero(net.rate_a > 0)
         family = self._family()
         c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
@@ -339,7 +350,7 @@ class EconomicDispatch(Problem):
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
         return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty,
-                                self.thermal_penalty, self.name, self.input_set)
+                                self.thermal_penalty, self.name, self.input_set, self.cache_dir)
 
     def describe(self) -> str:
         lo, hi = self.centre - self.half_width, self.centre + self.half_width

@@ -35,6 +35,8 @@ def test_above_the_dense_limit_residuals_and_their_gradients_are_the_dense_ones(
     import hardlinear.constraints as constraints
 
     fam = random_jl(seed=4, n=9, m_eq=3, m_ineq=8, k=4)
+    full = np.random.default_rng(5).normal(size=(4, 2))
+    fam.H = sp.csr_matrix(np.c_[np.r_[full, -full], fam.H.toarray()[:, 2:]])  # two full columns, rows 4-7 negating 0-3 there
     fam.B_ineq[4:] = fam.B_ineq[:4] * np.r_[1.0, -np.ones(4)]  # rows 4-7: rows 0-3 with their inputs' part negated
     fam.B_ineq[2, 1:] = 0.0  # a row that reads no input
     xi = fam.box.sample(11, torch.Generator().manual_seed(1))
@@ -50,6 +52,8 @@ def test_above_the_dense_limit_residuals_and_their_gradients_are_the_dense_ones(
         (resid * weights).sum().backward()
         results.append((resid.detach(), y.grad, fam.ineq_rhs(xi)))
     assert fam._t("H", y0).layout == torch.sparse_csr and ("B_ineq compact", xi.device, xi.dtype) in fam._cache
+    rest, block_T, *_, cols = fam._split_H(y0)  # the long columns (the two full ones among them) through BLAS
+    assert {0, 1} <= set(cols.tolist()) and block_T.shape[0] == len(cols) and rest.shape == (8, 9)
     for small, large in zip(results[0], results[1], strict=True):
         assert torch.allclose(small, large, rtol=0, atol=1e-13)
 

@@ -90,7 +90,7 @@ def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack(case, large,
         from hardlinear.layers.feasibility import SlackOperator
 
         slacks = SlackOperator(tight.compact)
-        assert slacks.mode == "split" and slacks.compact_rhs
+        assert slacks.mode == "split" and slacks.compact_rhs and tight.compact._split_H(y) is not None
         assert slacks.slack(xi, y, slacks.rhs(xi, y)).min() >= 0.0  # the layer's own sums agree, exactly
 
 

@@ -29,11 +29,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hardlinear.signed_rows import compact_affine, compact_affine_times
+from hardlinear.signed_rows import compact_affine, compact_affine_times, split_long_columns, split_times
 
 # A dense torch copy is used below this many matrix entries, a sparse CSR one above: at batch sizes of a
 # few hundred, dense matmul wins on CPU for the paper's cases; sparse keeps 2000-bus cases in memory.
 DENSE_LIMIT = 4_000_000
+# A large sparse H's columns with more entries than this go through BLAS as a dense block (split_long_columns),
+# when that block holds at most SPLIT_FLOATS_PER_NONZERO floats per nonzero (the layer's SlackOperator does the same).
+SPLIT_LONG_ABOVE = 4
+SPLIT_FLOATS_PER_NONZERO = 3
 
 
 def lift(xi: torch.Tensor) -> torch.Tensor:
@@ -259,7 +263,28 @@ class JointlyLinearFamily(ConstraintFamily):
         return _rows_times(self._t("G", y), y, self._sparse_T("G", y)) - self.eq_rhs(xi.to(y.dtype))
 
     def ineq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return _rows_times(self._t("H", y), y, self._sparse_T("H", y)) - self.ineq_rhs(xi.to(y.dtype))
+        split = self._split_H(y)
+        Hy = _rows_times(self._t("H", y), y, self._sparse_T("H", y)) if split is None else split_times(y, *split)
+        return Hy - self.ineq_rhs(xi.to(y.dtype))
+
+    def _split_H(self, like: torch.Tensor) -> tuple | None:
+        """A large ``H`` whose long columns are full enough as :func:`~hardlinear.signed_rows.split_long_columns`'s
+        parts, as tensors like ``like`` (the arguments of ``split_times`` after ``y``); None for the others."""
+        key = ("H split", like.device, like.dtype)
+        if key not in self._cache:
+            parts = None
+            if sp.issparse(self.H) and self.H.shape[0] * self.H.shape[1] > DENSE_LIMIT:
+                parts = split_long_columns(self.H, SPLIT_LONG_ABOVE, SPLIT_FLOATS_PER_NONZERO)
+            if parts is not None:
+                as_long = lambda a: torch.as_tensor(a, dtype=torch.long, device=like.device)  # noqa: E731
+                rest = parts["rest"].tocoo()
+                parts = (torch.sparse_coo_tensor(np.vstack([rest.row, rest.col]).astype(np.int64), rest.data, rest.shape,
+                                                 dtype=like.dtype, device=like.device).coalesce(),
+                         torch.as_tensor(parts["block_T"], dtype=like.dtype, device=like.device),
+                         torch.as_tensor(parts["sign"], dtype=like.dtype, device=like.device),
+                         as_long(parts["index"]), as_long(parts["rows"]), as_long(parts["cols"]))
+            self._cache[key] = parts
+        return self._cache[key]
 
     def instance(self, xi: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         x = np.concatenate([[1.0], np.asarray(xi, dtype=np.float64).reshape(-1)])

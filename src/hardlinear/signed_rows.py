@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 
@@ -63,3 +64,36 @@ def compact_affine_times(xi: torch.Tensor, b0: torch.Tensor, U_T: torch.Tensor, 
     """``xi: (B, k) -> h(x): (B, m)`` from :func:`compact_affine`'s arrays as tensors (``rows``, ``index`` long)."""
     reads = (xi @ U_T).index_select(1, index) * sign
     return b0.expand(xi.shape[0], -1).index_add(1, rows, reads)
+
+
+def split_long_columns(H: sp.spmatrix, long_above: int, floats_per_nonzero: float) -> dict | None:
+    """``H``'s columns with more than ``long_above`` entries as a dense block over the rows they touch, each row once
+    up to sign (:func:`signed_unique_rows`), and the other columns as ``rest`` (``H`` with the long columns zeroed);
+    None when there are none, or when the block would hold more than ``floats_per_nonzero`` floats per nonzero it
+    stores (a sparse product is then no dearer). Why: on PGLearn's dispatch the generators' columns are full (each
+    line's PTDF row, twice) and the slacks' columns hold one entry a row; BLAS multiplies the first tenfold faster
+    than a sparse product does. Keys: ``block_T`` (long columns x unique rows), ``sign``, ``index`` (per touched row),
+    ``rows`` (the touched rows), ``cols`` (the long columns), ``rest``."""
+    H = sp.csr_matrix(H)
+    col_nnz = np.diff(H.tocsc().indptr)
+    cols = np.flatnonzero(col_nnz > long_above)
+    if not cols.size:
+        return None
+    long = H[:, cols].tocsr()
+    rows = np.flatnonzero(np.diff(long.indptr))
+    if rows.size * cols.size > floats_per_nonzero * long.nnz:
+        return None
+    unique, index, sign = signed_unique_rows(long[rows].toarray())
+    keep = np.ones(H.shape[1], dtype=bool)
+    keep[cols] = False
+    rest = (H @ sp.diags(keep.astype(np.float64))).tocsr()
+    rest.eliminate_zeros()
+    return {"block_T": unique.T, "sign": sign, "index": index, "rows": rows, "cols": cols, "rest": rest}
+
+
+def split_times(y: torch.Tensor, rest: torch.Tensor, block_T: torch.Tensor, sign: torch.Tensor, index: torch.Tensor,
+                rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """``y: (B, n) -> H y: (B, m)`` from :func:`split_long_columns`'s parts as tensors (``rest`` sparse, the index
+    arrays long); differentiable in ``y``."""
+    block = (y.index_select(1, cols) @ block_T).index_select(1, index) * sign
+    return torch.sparse.mm(rest, y.T).T.index_add(1, rows, block)

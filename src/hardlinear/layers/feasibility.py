@@ -49,13 +49,12 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from torch import nn
 
 from hardlinear.constraints import DENSE_LIMIT, ConstraintFamily, InputBox, InputDependentFamily, lift
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
-from hardlinear.signed_rows import compact_affine, compact_affine_times, signed_unique_rows
+from hardlinear.signed_rows import compact_affine, compact_affine_times, split_long_columns, split_times
 
 GRADIENTS = ("argmax", "ste")
 DOMAIN_POLICIES = ("count", "warn", "error")
@@ -122,8 +121,8 @@ class SlackOperator(nn.Module):
                 # long rows of a large H (PGLearn's dispatch in the inequality form: PTDF rows over every
                 # generator, 261 entries at case1354). Gathering p entries per row copied B m p floats (1.4 s a
                 # training step there); a sparse product of the whole H took 0.13 s; its long columns as a dense
-                # block (rows taken once up to sign) and the rest sparse take a tenth of that (_split_columns)
-                split = _split_columns(H)
+                # block (rows taken once up to sign) and the rest sparse take a tenth of that (split_long_columns)
+                split = split_long_columns(H, GATHER_MAX_NNZ, SPLIT_FLOATS_PER_NONZERO)
                 self.mode = "sparse" if split is None else "split"
                 rest = H if split is None else split.pop("rest")
                 if split is not None:
@@ -182,8 +181,7 @@ class SlackOperator(nn.Module):
             return torch.sparse.mm(self._sparse_H(y), y.T).T
         if self.mode == "split":
             block_T, sign = self.consts.get(("split_T", "split_sign"), y)
-            block = (y.index_select(1, self.split_cols) @ block_T).index_select(1, self.split_index) * sign
-            return torch.sparse.mm(self._sparse_H(y), y.T).T.index_add(1, self.split_rows, block)
+            return split_times(y, self._sparse_H(y), block_T, sign, self.split_index, self.split_rows, self.split_cols)
         if self.mode == "batched":
             (H_flat,) = self.consts.get(("H_flat",), y)
             H = (lift(xi.to(y.dtype)) @ H_flat).view(-1, self.m, self.n)
@@ -216,28 +214,6 @@ class SlackOperator(nn.Module):
             return self.max_row_norm
         (norms,) = self.consts.get(("H_row_norms",), xi)
         return (lift(xi).abs() @ norms).amax(dim=1, keepdim=True)
-
-
-def _split_columns(H: sp.csr_matrix) -> dict[str, np.ndarray | sp.csr_matrix] | None:
-    """``H``'s columns with more than ``GATHER_MAX_NNZ`` entries as a dense block over the rows they touch, each row
-    once up to sign (:func:`~hardlinear.signed_rows.signed_unique_rows`), and the other columns as ``rest``;
-    None when that block would hold more than ``SPLIT_FLOATS_PER_NONZERO`` floats per nonzero (a sparse product is
-    then no dearer).
-
-    Keys: ``block_T`` (long columns, unique rows), ``sign`` and ``index`` (per touched row), ``rows`` (the
-    touched rows), ``cols`` (the long columns), ``rest`` (``H`` with the long columns zeroed)."""
-    col_nnz = np.diff(H.tocsc().indptr)
-    cols = np.flatnonzero(col_nnz > GATHER_MAX_NNZ)
-    long = H[:, cols].tocsr()
-    rows = np.flatnonzero(np.diff(long.indptr))
-    if not cols.size or rows.size * cols.size > SPLIT_FLOATS_PER_NONZERO * long.nnz:
-        return None
-    unique, index, sign = signed_unique_rows(long[rows].toarray())
-    keep = np.ones(H.shape[1], dtype=bool)
-    keep[cols] = False
-    rest = (H @ sp.diags(keep.astype(np.float64))).tocsr()
-    rest.eliminate_zeros()
-    return {"block_T": unique.T, "sign": sign, "index": index, "rows": rows, "cols": cols, "rest": rest}
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -183,6 +183,19 @@ class ConstraintFamily(ABC):
             self._cache[key] = _torch_matrix(mat.T if transpose else mat, like.device, like.dtype)
         return self._cache[key]
 
+    def _affine_rhs(self, xi: torch.Tensor) -> torch.Tensor:
+        """``h(x) = B_ineq (1, xi)``; a large ``B_ineq`` kept compact, each input-reading row once up to sign
+        (:func:`~hardlinear.signed_rows.compact_affine`)."""
+        if self.B_ineq.size <= DENSE_LIMIT:
+            return lift(xi) @ self._t("B_ineq", xi).T
+        key = ("B_ineq compact", xi.device, xi.dtype)
+        if key not in self._cache:
+            arrays = compact_affine(self.B_ineq)
+            self._cache[key] = tuple(
+                torch.as_tensor(arrays[name], device=xi.device, dtype=torch.long if name in ("rows", "index") else xi.dtype)
+                for name in ("b0", "U_T", "sign", "rows", "index"))
+        return compact_affine_times(xi, *self._cache[key])
+
     def _sparse_T(self, name: str, like: torch.Tensor) -> torch.Tensor | None:
         """The transpose of a sparse-stored ``name`` for :func:`_rows_times`'s backward pass; None when dense."""
         return self._t(name, like, transpose=True) if self._t(name, like).layout != torch.strided else None
@@ -249,15 +262,7 @@ class JointlyLinearFamily(ConstraintFamily):
         return lift(xi) @ self._t("B_eq", xi).T
 
     def ineq_rhs(self, xi: torch.Tensor) -> torch.Tensor:
-        if self.B_ineq.size <= DENSE_LIMIT:
-            return lift(xi) @ self._t("B_ineq", xi).T
-        key = ("B_ineq compact", xi.device, xi.dtype)  # large: each input-reading row once up to sign
-        if key not in self._cache:
-            arrays = compact_affine(self.B_ineq)
-            self._cache[key] = tuple(
-                torch.as_tensor(arrays[name], device=xi.device, dtype=torch.long if name in ("rows", "index") else xi.dtype)
-                for name in ("b0", "U_T", "sign", "rows", "index"))
-        return compact_affine_times(xi, *self._cache[key])
+        return self._affine_rhs(xi)
 
     def eq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return _rows_times(self._t("G", y), y, self._sparse_T("G", y)) - self.eq_rhs(xi.to(y.dtype))
@@ -333,15 +338,7 @@ class InputDependentFamily(ConstraintFamily):
         return lift(xi) @ self._t("B_eq", xi).T
 
     def ineq_rhs(self, xi: torch.Tensor) -> torch.Tensor:
-        if self.B_ineq.size <= DENSE_LIMIT:
-            return lift(xi) @ self._t("B_ineq", xi).T
-        key = ("B_ineq compact", xi.device, xi.dtype)  # large: each input-reading row once up to sign
-        if key not in self._cache:
-            arrays = compact_affine(self.B_ineq)
-            self._cache[key] = tuple(
-                torch.as_tensor(arrays[name], device=xi.device, dtype=torch.long if name in ("rows", "index") else xi.dtype)
-                for name in ("b0", "U_T", "sign", "rows", "index"))
-        return compact_affine_times(xi, *self._cache[key])
+        return self._affine_rhs(xi)
 
     def eq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         xi = xi.to(y.dtype)

@@ -24,7 +24,6 @@ from hardlinear.threads import size_native_pools
 size_native_pools(1)
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -39,22 +38,10 @@ METHODS = ("e2elr", "proposed")
 
 
 def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple[str, ...] = ()) -> dict:
-    from hydra.utils import instantiate
-
-    from hardlinear.harness.runner import problem_from_config
-    from hardlinear.methods.base import Context
-
-    cfg = common.compose("ed", method, [f"problem.case={case}", *overrides])
-    problem = problem_from_config(cfg)
-    dtype = {"float32": torch.float32, "float64": torch.float64}[str(cfg.dtype)]
-    ctx = Context(cache_dir=str(args.cache_dir), device="cpu", dtype=dtype, seed=0, progress=False,
-                  network=dict(cfg.network))
+    cfg, problem, dtype, m, failure = common.setup_ed_method(case, method, overrides, args.cache_dir)
     row = {"case": case.replace("pglib_opf_", ""), "method": method, "k": problem.k, "n": problem.n}
-    m = instantiate(cfg.method, _convert_="all")
-    try:
-        m.setup(problem, ctx)
-    except Exception as err:  # noqa: BLE001 - reported as the row's status, never skipped silently
-        return {**row, "status": "failed", "note": f"{type(err).__name__}: {str(err)[:200]}"}
+    if m is None:
+        return {**row, "status": "failed", "note": failure}
     m.eval()
     # the problem options scripts/ed_table.py shows beside the variant (the form, the rule's input set)
     extra = ([] if problem.form == "standard" else [f"form={problem.form}"]) + (
@@ -93,21 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     env = common.environment("cpu", 1)
-    rows = []
-    for case in args.cases:
-        runs = [(m, ()) for m in args.methods if m != "proposed"]
-        if "proposed" in args.methods:
-            runs += [("proposed", tuple(v.split())) for v in args.proposed_variants]
-        for method, overrides in runs:
-            row = time_case(case, method, args, overrides)
-            common.log(f"[ed inference] {row['case']} {method} {row.get('variant', '')}: " + (
-                f"batch 1 {row['batch1_ms']:.3f} ms, batch {args.batch} {row[f'batch{args.batch}_ms']:.2f} ms"
-                if row["status"] == "ok" else f"{row['status']}: {row['note']}"))
-            rows.append(row)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"environment": env, "settings": vars(args), "rows": rows}, indent=1, default=str) + "\n")
-    common.log(f"[ed inference] wrote {out}")
+    rows = common.ed_rows(args, time_case, lambda r: f"batch 1 {r['batch1_ms']:.3f} ms, batch {args.batch} {r[f'batch{args.batch}_ms']:.2f} ms",
+                          "ed inference")
+    common.write_rows(args.out, env, vars(args), rows, "ed inference")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from hardlinear.threads import size_native_pools
 size_native_pools(1)
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -41,23 +40,11 @@ METHODS = ("e2elr", "proposed")
 
 def time_steps(case: str, method: str, args: argparse.Namespace, overrides: tuple[str, ...] = ()) -> dict:
     """The row of one (case, method, overrides): step times, or why the method could not be set up."""
-    from hydra.utils import instantiate
-
-    from hardlinear.harness.runner import problem_from_config
-    from hardlinear.methods.base import Context
-
-    cfg = common.compose("ed", method, [f"problem.case={case}", *args.problem_overrides, *overrides])
-    problem = problem_from_config(cfg)
-    dtype = {"float32": torch.float32, "float64": torch.float64}[str(cfg.dtype)]
-    ctx = Context(cache_dir=str(args.cache_dir), device="cpu", dtype=dtype, seed=0, progress=False,
-                  network=dict(cfg.network))
+    cfg, problem, dtype, m, failure = common.setup_ed_method(case, method, [*args.problem_overrides, *overrides], args.cache_dir)
     row = {"case": str(getattr(problem, "case", case)).replace("pglib_opf_", ""), "method": method, "overrides": " ".join(overrides),
            "k": problem.k, "n": problem.n, "m_ineq": problem.sizes()["m_ineq"], "batch_size": int(cfg.trainer.batch_size)}
-    m = instantiate(cfg.method, _convert_="all")
-    try:
-        m.setup(problem, ctx)
-    except Exception as err:  # noqa: BLE001 - reported as the row's status, never skipped silently
-        return {**row, "status": "failed", "note": f"{type(err).__name__}: {str(err)[:200]}"}
+    if m is None:
+        return {**row, "status": "failed", "note": failure}
     m.train()
     optimizer = torch.optim.Adam(m.parameters(), lr=float(cfg.trainer.lr))
     gen = torch.Generator().manual_seed(1)
@@ -93,21 +80,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--steps must be >= 2 (a spread needs two) and --warmup >= 0; got {args.steps} and {args.warmup}")
     torch.set_num_threads(1)
     env = common.environment("cpu", 1)
-    rows = []
-    for case in args.cases:
-        runs = [(m, ()) for m in args.methods if m != "proposed"]
-        if "proposed" in args.methods:
-            runs += [("proposed", tuple(v.split())) for v in args.proposed_variants]
-        for method, overrides in runs:
-            row = time_steps(case, method, args, overrides)
-            common.log(f"[ed training] {row['case']} {method} {row['overrides']}: " + (
-                f"step {row['step_ms']:.1f} ms (IQR {row['step_iqr_ms']:.1f})" if row["status"] == "ok"
-                else f"{row['status']}: {row['note']}"))
-            rows.append(row)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"environment": env, "settings": vars(args), "rows": rows}, indent=1, default=str) + "\n")
-    common.log(f"[ed training] wrote {out}")
+    rows = common.ed_rows(args, time_steps, lambda r: f"step {r['step_ms']:.1f} ms (IQR {r['step_iqr_ms']:.1f})", "ed training")
+    common.write_rows(args.out, env, vars(args), rows, "ed training")
 
 
 if __name__ == "__main__":

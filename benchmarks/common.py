@@ -374,3 +374,55 @@ def problem_identity(problem_cfg: str, problem) -> dict[str, Any]:
 
 def log(msg: str) -> None:
     print(msg, flush=True)
+
+
+def ed_method_runs(methods: Sequence[str], proposed_variants: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """``(method, overrides)`` for the dispatch benchmarks: each method once, the proposed one once per variant (a
+    space-separated list of Hydra overrides; ``''`` is its problem-method config as it is)."""
+    runs = [(m, ()) for m in methods if m != "proposed"]
+    if "proposed" in methods:
+        runs += [("proposed", tuple(v.split())) for v in proposed_variants]
+    return runs
+
+
+def write_rows(path: str | Path, env: dict, settings: dict, rows: list[dict], tag: str) -> None:
+    """``{"environment", "settings", "rows"}`` as JSON at ``path`` (folders made), logged under ``tag``."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"environment": env, "settings": settings, "rows": rows}, indent=1, default=str) + "\n")
+    log(f"[{tag}] wrote {out}")
+
+
+def ed_rows(args: argparse.Namespace, measure, describe, tag: str) -> list[dict]:
+    """``measure(case, method, args, overrides) -> row`` for every case and :func:`ed_method_runs` pair, each row
+    logged (``describe(row)`` when its status is ok, else its status and note)."""
+    rows = []
+    for case in args.cases:
+        for method, overrides in ed_method_runs(args.methods, args.proposed_variants):
+            row = measure(case, method, args, overrides)
+            label = row.get("variant", row.get("overrides", ""))
+            log(f"[{tag}] {row['case']} {method} {label}: " + (describe(row) if row["status"] == "ok" else f"{row['status']}: {row['note']}"))
+            rows.append(row)
+    return rows
+
+
+def setup_ed_method(case: str, method: str, overrides: Sequence[str], cache_dir: str | Path):
+    """``(cfg, problem, dtype, method, None)`` for a dispatch benchmark, the method set up from its run configuration
+    (``conf/problem_method/ed_<method>.yaml`` and ``overrides``, the rule from ``cache_dir``); ``method`` is None and
+    the last item says why when its set-up fails (a row's status, never skipped silently)."""
+    import torch
+    from hydra.utils import instantiate
+
+    from hardlinear.harness.runner import problem_from_config
+    from hardlinear.methods.base import Context
+
+    cfg = compose("ed", method, [f"problem.case={case}", *overrides])
+    problem = problem_from_config(cfg)
+    dtype = {"float32": torch.float32, "float64": torch.float64}[str(cfg.dtype)]
+    ctx = Context(cache_dir=str(cache_dir), device="cpu", dtype=dtype, seed=0, progress=False, network=dict(cfg.network))
+    m = instantiate(cfg.method, _convert_="all")
+    try:
+        m.setup(problem, ctx)
+    except Exception as err:  # noqa: BLE001 - the caller records it
+        return cfg, problem, dtype, None, f"{type(err).__name__}: {str(err)[:200]}"
+    return cfg, problem, dtype, m, None

@@ -108,6 +108,7 @@ def test_two_runs_wanting_one_set_solve_it_once(tmp_path, caplog):
         threads[1].start()
         for t in threads:
             t.join()
-    assert calls == ["first"] and results["second"].from_cache and not results["first"].from_cache
+    # whichever thread took the lock solved; the other waited and read the cache
+    assert len(calls) == 1 and sorted(r.from_cache for r in results.values()) == [False, True]
     assert torch.equal(results["first"].y, results["second"].y)
     assert "another run is building it" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -12,6 +13,7 @@ import scipy.sparse as sp
 from hardlinear.solvers.base import COUNT, PREVIOUS, SECONDS, TOLERANCE, Option, QPSolver, SolveResult
 
 _BANNER_SILENCED = False
+log = logging.getLogger(__name__)
 
 
 def quiet_highs():
@@ -109,7 +111,9 @@ class HighsSolver(QPSolver):
         else:
             hh.clearSolver()  # no basis carried over from another instance
         t0 = time.perf_counter()
-        hh.run()
+        run_status = hh.run()
+        if run_status == hs.HighsStatus.kError and self.Q is None and "solver" not in self.options:
+            run_status = self._rerun_by_ipm(hh)
         elapsed = time.perf_counter() - t0
         status = hh.getModelStatus()
         info = hh.getInfo()
@@ -118,4 +122,20 @@ class HighsSolver(QPSolver):
         y = np.asarray(hh.getSolution().col_value)
         iters = int(info.simplex_iteration_count + info.ipm_iteration_count + info.qp_iteration_count)
         return SolveResult(y, self.objective_value(y), "optimal", elapsed, iters)
+
+    def _rerun_by_ipm(self, hh):  # noqa: ANN001, ANN202 - highspy's objects
+        """The instance again by the interior point and crossover (a basic optimal solution, as the simplex gives),
+        after the simplex stopped on an error. Why: on PGLearn's dispatch at case9241 the dual simplex stops on 3 of
+        100 instances ("ratio test failed due to excessive dual values": thermal slack at 150,000 $/p.u. beside
+        generator costs of a few $), with no model status; the IPM with crossover solves them (instance 26 of the
+        validation set: the same objective as the primal simplex, 3866400.0207)."""
+        log.info("highs: the simplex stopped on an error; solving the instance again by IPM with crossover")
+        hh.clearSolver()
+        hh.setOptionValue("solver", "ipm")
+        hh.setOptionValue("run_crossover", "on")
+        try:
+            return hh.run()
+        finally:
+            hh.setOptionValue("solver", "choose")
+            hh.setOptionValue("run_crossover", self.options.get("run_crossover", "on"))
 

@@ -284,7 +284,7 @@ class JointlyLinearFamily(ConstraintFamily):
                 as_long = lambda a: torch.as_tensor(a, dtype=torch.long, device=like.device)  # noqa: E731
                 rest = parts["rest"].tocoo()
                 parts = (torch.sparse_coo_tensor(np.vstack([rest.row, rest.col]).astype(np.int64), rest.data, rest.shape,
-                                                 dtype=like.dtype, device=like.device).coalesce(),
+                                                 dtype=like.dtype, device=like.device, check_invariants=True).coalesce(),
                          torch.as_tensor(parts["block_T"], dtype=like.dtype, device=like.device),
                          torch.as_tensor(parts["sign"], dtype=like.dtype, device=like.device),
                          as_long(parts["index"]), as_long(parts["rows"]), as_long(parts["cols"]))

@@ -44,7 +44,8 @@ SMALL_DATA = ["progress=false", "data.val_size=16", "data.test_size=16", "eval.t
 
 
 def files_under(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
+    """The files under ``path``, less the empty lock files that let one process build a cached set at a time."""
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix != ".lock") if path.exists() else []
 
 
 def compose_cfg(tmp_path: Path, *overrides: str):

@@ -328,7 +328,8 @@ def test_a_dispatch_batch_beyond_free_memory_fails_before_the_problem_is_built(h
 def test_the_dispatchs_planned_sizes_are_its_built_sizes(case, form):
     from hardlinear.problems import build_problem, planned_sizes
 
-    assert planned_sizes("ed", case=case, form=form) == build_problem("ed", case=case, form=form).sizes()
+    problem = build_problem("ed", case=case, form=form)
+    assert planned_sizes("ed", case=case, form=form) == {"name": problem.name, **problem.sizes()}
     assert planned_sizes("dcopf_14") is None and planned_sizes("no such problem") is None
 
 

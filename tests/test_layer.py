@@ -296,11 +296,12 @@ def _select_family(coef: float, contiguous: bool):
 )
 def test_slack_operator_matches_the_family(name, mode, monkeypatch):
     if name in ("random_jl_sparse", "random_jl_split"):  # long rows in an H above the dense limit (ED's PTDF rows)
+        import hardlinear.constraints as constraints
         import hardlinear.layers.feasibility as feasibility
 
         monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
         if name == "random_jl_sparse":  # no dense block allowed: the whole H as a sparse product
-            monkeypatch.setattr(feasibility, "SPLIT_FLOATS_PER_NONZERO", 0)
+            monkeypatch.setattr(constraints, "SPLIT_FLOATS_PER_NONZERO", 0)
         name = "random_jl_dense"
     if name.startswith("select"):
         fam, F = _select_family(2.0 if name == "select_scaled" else -1.0, contiguous=False)
@@ -648,13 +649,14 @@ def test_guard_gradient_off_leaves_an_output_on_a_face_free_to_move():
 
 @pytest.mark.parametrize("mode", ["sparse", "split"])
 def test_sparse_slack_mode_gives_the_dense_modes_outputs_and_gradients(monkeypatch, mode):
+    import hardlinear.constraints as constraints
     import hardlinear.layers.feasibility as feasibility
 
     fam, F = _case("random_jl_dense")
     dense = FeasibilityLayer(fam, AffineSafe(F))
     monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
     if mode == "sparse":
-        monkeypatch.setattr(feasibility, "SPLIT_FLOATS_PER_NONZERO", 0)
+        monkeypatch.setattr(constraints, "SPLIT_FLOATS_PER_NONZERO", 0)
     sparse = FeasibilityLayer(fam, AffineSafe(F))
     assert (dense.slacks.mode, sparse.slacks.mode, sparse.slacks.compact_rhs) == ("dense", mode, True)
     xi = inputs(fam, 50, seed=3)

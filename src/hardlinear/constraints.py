@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,8 @@ from hardlinear.signed_rows import compact_affine, compact_affine_times, split_l
 # few hundred, dense matmul wins on CPU for the paper's cases; sparse keeps 2000-bus cases in memory.
 DENSE_LIMIT = 4_000_000
 # A large sparse H's columns with more entries than this go through BLAS as a dense block (split_long_columns),
-# when that block holds at most SPLIT_FLOATS_PER_NONZERO floats per nonzero (the layer's SlackOperator does the same).
+# when that block holds at most SPLIT_FLOATS_PER_NONZERO floats per nonzero; the family's products and the layer's
+# SlackOperator share the split (ConstraintFamily.long_column_split).
 SPLIT_LONG_ABOVE = 4
 SPLIT_FLOATS_PER_NONZERO = 3
 
@@ -129,6 +131,14 @@ def _torch_matrix(mat: sp.spmatrix | np.ndarray, device: Any, dtype: torch.dtype
     return torch.as_tensor(np.asarray(mat), dtype=dtype, device=device)
 
 
+def sparse_coo(mat: sp.spmatrix, dtype: torch.dtype, device: Any = "cpu") -> torch.Tensor:
+    """A scipy sparse matrix as a coalesced torch COO tensor (the layout whose products torch differentiates in the
+    dense argument), its indices checked."""
+    coo = sp.coo_matrix(mat)
+    return torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]).astype(np.int64), coo.data, coo.shape, dtype=dtype,
+                                   device=device, check_invariants=True).coalesce()
+
+
 def _rows_times(mat: torch.Tensor, y: torch.Tensor, mat_T: torch.Tensor | None = None) -> torch.Tensor:
     """``mat: (m, n), y: (B, n) -> (B, m)`` for dense or sparse ``mat``; a sparse ``mat``'s stored transpose
     ``mat_T`` serves the backward pass (:class:`_SparseRowsTimes`)."""
@@ -183,14 +193,31 @@ class ConstraintFamily(ABC):
             self._cache[key] = _torch_matrix(mat.T if transpose else mat, like.device, like.dtype)
         return self._cache[key]
 
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()``, made once per family and ``key``: arrays derived from the family that the family and the
+        layers built from it share (:meth:`compact_rhs`, :meth:`long_column_split`)."""
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def compact_rhs(self) -> dict[str, np.ndarray]:
+        """:func:`~hardlinear.signed_rows.compact_affine` of ``B_ineq``, made once (its rows are hashed one by one)."""
+        return self.cached("B_ineq compact", lambda: compact_affine(np.asarray(self.B_ineq, dtype=np.float64)))
+
+    def long_column_split(self, H: sp.spmatrix) -> dict | None:
+        """:func:`~hardlinear.signed_rows.split_long_columns` of the family's constant ``H`` (given: its sparse
+        form), made once per threshold."""
+        key = ("H split", SPLIT_LONG_ABOVE, SPLIT_FLOATS_PER_NONZERO)
+        return self.cached(key, lambda: split_long_columns(H, SPLIT_LONG_ABOVE, SPLIT_FLOATS_PER_NONZERO))
+
     def _affine_rhs(self, xi: torch.Tensor) -> torch.Tensor:
         """``h(x) = B_ineq (1, xi)``; a large ``B_ineq`` kept compact, each input-reading row once up to sign
-        (:func:`~hardlinear.signed_rows.compact_affine`)."""
+        (:meth:`compact_rhs`)."""
         if self.B_ineq.size <= DENSE_LIMIT:
             return lift(xi) @ self._t("B_ineq", xi).T
         key = ("B_ineq compact", xi.device, xi.dtype)
         if key not in self._cache:
-            arrays = compact_affine(self.B_ineq)
+            arrays = self.compact_rhs()
             self._cache[key] = tuple(
                 torch.as_tensor(arrays[name], device=xi.device, dtype=torch.long if name in ("rows", "index") else xi.dtype)
                 for name in ("b0", "U_T", "sign", "rows", "index"))
@@ -279,12 +306,10 @@ class JointlyLinearFamily(ConstraintFamily):
         if key not in self._cache:
             parts = None
             if sp.issparse(self.H) and self.H.shape[0] * self.H.shape[1] > DENSE_LIMIT:
-                parts = split_long_columns(self.H, SPLIT_LONG_ABOVE, SPLIT_FLOATS_PER_NONZERO)
+                parts = self.long_column_split(sp.csr_matrix(self.H))
             if parts is not None:
                 as_long = lambda a: torch.as_tensor(a, dtype=torch.long, device=like.device)  # noqa: E731
-                rest = parts["rest"].tocoo()
-                parts = (torch.sparse_coo_tensor(np.vstack([rest.row, rest.col]).astype(np.int64), rest.data, rest.shape,
-                                                 dtype=like.dtype, device=like.device, check_invariants=True).coalesce(),
+                parts = (sparse_coo(parts["rest"], like.dtype, like.device),
                          torch.as_tensor(parts["block_T"], dtype=like.dtype, device=like.device),
                          torch.as_tensor(parts["sign"], dtype=like.dtype, device=like.device),
                          as_long(parts["index"]), as_long(parts["rows"]), as_long(parts["cols"]))

@@ -75,7 +75,7 @@ def check_memory_before_building(cfg: DictConfig) -> None:
     sizes = planned_sizes(name, **options)
     if sizes is None:
         return
-    planned = SimpleNamespace(name=str(options.get("case", name)).replace("pglib_opf_", f"{name}_"), **sizes)
+    planned = SimpleNamespace(**sizes)
     net_bytes = {"float32": 4, "float64": 8}.get(str(cfg.get("dtype", "float32")), 4)
     check_batch_memory(planned, dict(cfg.network), int(cfg.trainer.batch_size), int(cfg.eval.throughput_batch),
                        device=str(cfg.device), net_bytes=net_bytes)

@@ -52,16 +52,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import DENSE_LIMIT, ConstraintFamily, InputBox, InputDependentFamily, lift
+from hardlinear.constraints import DENSE_LIMIT, ConstraintFamily, InputBox, InputDependentFamily, lift, sparse_coo
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
-from hardlinear.signed_rows import compact_affine, compact_affine_times, split_long_columns, split_times
+from hardlinear.signed_rows import compact_affine_times, split_times
 
 GRADIENTS = ("argmax", "ste")
 DOMAIN_POLICIES = ("count", "warn", "error")
 # Rows with at most this many nonzeros are evaluated by gathering y's entries (DC-OPF: <= 2 per row).
 GATHER_MAX_NNZ = 4
-# The split mode's dense block may hold at most this many floats per nonzero it stores (else: sparse mode).
-SPLIT_FLOATS_PER_NONZERO = 3
 # Logit of rows excluded from the STE surrogate: exp() of it is 0, and unlike -inf it never makes NaN.
 EXCLUDED_LOGIT = -1e30
 
@@ -83,8 +81,8 @@ class SlackOperator(nn.Module):
         B = np.asarray(family.B_ineq, dtype=np.float64)
         self.has_rhs = bool(np.any(B))
         self.compact_rhs = self.has_rhs and B.size > DENSE_LIMIT
-        if self.compact_rhs:  # large: only the rows that read the inputs, each once up to sign (compact_affine)
-            arrays = {f"rhs_{name}": value for name, value in compact_affine(B).items()}
+        if self.compact_rhs:  # large: only the rows that read the inputs, each once up to sign (the family's, shared)
+            arrays = {f"rhs_{name}": value for name, value in family.compact_rhs().items()}
             for name in ("rhs_rows", "rhs_index"):
                 self.register_buffer(name, torch.as_tensor(arrays.pop(name), dtype=torch.long), persistent=False)
         else:
@@ -122,18 +120,13 @@ class SlackOperator(nn.Module):
                 # generator, 261 entries at case1354). Gathering p entries per row copied B m p floats (1.4 s a
                 # training step there); a sparse product of the whole H took 0.13 s; its long columns as a dense
                 # block (rows taken once up to sign) and the rest sparse take a tenth of that (split_long_columns)
-                split = split_long_columns(H, GATHER_MAX_NNZ, SPLIT_FLOATS_PER_NONZERO)
+                split = family.long_column_split(H)  # the family's own products use the same (shared, made once)
                 self.mode = "sparse" if split is None else "split"
-                rest = H if split is None else split.pop("rest")
                 if split is not None:
-                    arrays["split_T"], arrays["split_sign"] = split.pop("block_T"), split.pop("sign")
-                    for name, idx in split.items():
-                        self.register_buffer(f"split_{name}", torch.as_tensor(idx, dtype=torch.long), persistent=False)
-                coo = rest.tocoo()
-                self._sparse = {"cpu-float64": torch.sparse_coo_tensor(
-                    np.vstack([coo.row, coo.col]).astype(np.int64), coo.data, (self.m, self.n), dtype=torch.float64,
-                    check_invariants=True,
-                ).coalesce()}
+                    arrays["split_T"], arrays["split_sign"] = split["block_T"], split["sign"]
+                    for name in ("index", "rows", "cols"):
+                        self.register_buffer(f"split_{name}", torch.as_tensor(split[name], dtype=torch.long), persistent=False)
+                self._sparse = {"cpu-float64": sparse_coo(H if split is None else split["rest"], torch.float64)}
             elif p <= GATHER_MAX_NNZ or self.m * self.n > DENSE_LIMIT:
                 self.mode = "gather"
                 # Rows padded to p entries with coefficient 0 (pointing at column 0).

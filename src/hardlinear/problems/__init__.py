@@ -63,9 +63,10 @@ def build_problem(name: str, cache_dir: str | None = None, **options: Any) -> Pr
     return cls(**kwargs)
 
 
-def planned_sizes(name: str, **options: Any) -> dict[str, int] | None:
-    """``build_problem(name, **options).sizes()`` without building, for problems that can say it cheaply (their
-    class's ``planned_sizes``); None for the others, and for an unknown name (``build_problem`` reports it)."""
+def planned_sizes(name: str, **options: Any) -> dict[str, int | str] | None:
+    """``build_problem(name, **options)``'s ``name`` and ``sizes()`` without building, for problems that can say them
+    cheaply (their class's ``planned_sizes``); None for the others, and for an unknown name (``build_problem``
+    reports it)."""
     if name not in PROBLEMS:
         return None
     cls, fixed = PROBLEMS[name]

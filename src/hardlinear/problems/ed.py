@@ -92,6 +92,11 @@ def ptdf_matrix(net: Network, cache_dir: str | None = None) -> np.ndarray:
     return cached_ptdf(cache_dir, key, compute)
 
 
+def default_name(case: str) -> str:
+    """The dispatch's problem name for a PGLib case: ``ed_case14_ieee``."""
+    return f"ed_{case.replace('pglib_opf_', '')}"
+
+
 def load_box(load_low: float, load_high: float, load_noise: float, fraction: float) -> tuple[float, float]:
     """Centre ``m`` and half-width ``r`` of the per-load factor ``pd_i / pd0_i`` over the (shrunk) recipe's range."""
     lo, hi = load_low * (1.0 - load_noise), load_high * (1.0 + load_noise)
@@ -155,18 +160,19 @@ class EconomicDispatch(Problem):
         self.limited = np.flatnonzero(net.rate_a > 0)
         family = self._family()
         c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
-        super().__init__(family, Objective(c=c), "lp", form, name or f"ed_{case.replace('pglib_opf_', '')}")
+        super().__init__(family, Objective(c=c), "lp", form, name or default_name(case))
 
     @staticmethod
-    def planned_sizes(case: str = "pglib_opf_case14_ieee", form: Form = "standard", **_: object) -> dict[str, int]:
-        """``problem.sizes()`` read from the case file alone, before the PTDF (a dense solve: 15 minutes at
-        case9241 on one thread): what the harness checks a batch's memory against before that work."""
+    def planned_sizes(case: str = "pglib_opf_case14_ieee", form: Form = "standard", name: str | None = None,
+                      **_: object) -> dict[str, int | str]:
+        """``problem.name`` and ``problem.sizes()`` read from the case file alone, before the PTDF (a dense solve:
+        14 minutes at case9241 on one thread): what the harness checks a batch's memory against before that work."""
         net = load_network(case)
         ng, ne = len(net.gen_bus), int((net.rate_a > 0).sum())
         fixed = int((net.pmin == net.pmax).sum())
         m_ineq = 2 * (ng - fixed) + 3 * ne  # the free generators' two limits, each line's two rows and its df >= 0
         n = ng + ne + (m_ineq if form == "standard" else 0)  # the standard form appends one slack per inequality
-        return {"n": n, "m_eq": 1 + fixed, "m_ineq": m_ineq, "k": int((net.pd != 0).sum())}
+        return {"name": name or default_name(case), "n": n, "m_eq": 1 + fixed, "m_ineq": m_ineq, "k": int((net.pd != 0).sum())}
 
     # --- the constraint family ---------------------------------------------------------------------------
     def _family(self) -> JointlyLinearFamily:

@@ -388,6 +388,9 @@ def test_case89s_rule_over_the_total_load_range_has_the_recipe_polytopes_margin(
     assert rule.t_star == pytest.approx(polytope, rel=1e-7)
     xi = total.sample(2000, torch.Generator().manual_seed(6))
     assert total.ineq_resid(xi, rule(xi)).max() <= -rule.t_star * (1 - 1e-9)
+    from hardlinear.rules.checks import reverify
+
+    assert reverify(total, rule) is None  # a cached rule over the two rows is re-verified by the slab's closed form
 
 
 @pytest.mark.parametrize(

@@ -231,3 +231,58 @@ def test_polytope_cut_by_a_box_is_their_intersection():
     t_box = solve_robust_lp(hardlinear.LinearConstraints(-0.5 * np.ones(K), 0.5 * np.ones(K), **rows).compact, weights).t_star
     assert t_cut >= max(t_oct, t_box) - 1e-9  # a smaller input set leaves at least the margin of each larger one
     assert t_cut > t_box + 1e-3  # and the octahedron's rows do cut the box's corners
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_slab_support_is_the_lp_value_and_an_upper_bound(seed):
+    """A slab's closed form (a sorted weighted median of the one dual multiplier) against the block-diagonal LP
+    of the general path, on random rows, some coefficients of ``a`` zero, a slab cutting the cube, and rows
+    along ``a`` (where the slab binds)."""
+    from hardlinear.polytope import slab_support, support
+
+    rng = np.random.default_rng(seed)
+    q, r = 7, 12
+    a = rng.standard_normal(q)
+    a[[1, 4]] = 0.0
+    low, high = -0.3 * np.abs(a).sum(), 0.4 * np.abs(a).sum()
+    Z = np.vstack([rng.standard_normal((r - 2, q)), a, -a])
+    A = np.vstack([a, -a, np.eye(q), -np.eye(q)])
+    b = np.r_[high, -low, np.ones(2 * q)]
+    upper, gap = support(Z, A, b, np.ones(q))
+    closed = slab_support(Z, a, low, high)
+    np.testing.assert_allclose(closed, upper - gap, rtol=1e-9, atol=1e-9)  # the LP's own primal value
+    np.testing.assert_allclose(closed[-2:], [high, -low], rtol=1e-12)
+    # an upper bound on every point of the set: random points of the cube kept inside the slab
+    u = rng.uniform(-1, 1, (20000, q))
+    u = u[(u @ a >= low) & (u @ a <= high)]
+    assert len(u) > 1000 and np.all(u @ Z.T <= closed + 1e-12)
+
+
+def test_verified_margins_over_a_slab_agree_with_the_general_lp():
+    """``verified_row_margins`` over a slab polytope (the closed form, in chunks) equals the general path's LP
+    bound (a polytope of the same set with a third, redundant row), and is above the box's worst case."""
+    from hardlinear.constraints import InputBox
+    from hardlinear.polytope import InputPolytope
+    from hardlinear.rules import robust_lp
+
+    rng = np.random.default_rng(3)
+    k, n, m = 5, 4, 9
+    box = InputBox(lo=-rng.uniform(0.5, 2, k), hi=rng.uniform(0.5, 2, k))
+    a = rng.standard_normal(k)
+    slab = InputPolytope(np.vstack([a, -a]), np.array([0.2, 0.3]))
+    redundant = InputPolytope(np.vstack([a, -a, a]), np.array([0.2, 0.3, 5.0]))
+    F, H, B = rng.standard_normal((n, k + 1)), rng.standard_normal((m, n)), rng.standard_normal((m, k + 1))
+    w = np.ones(m)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(robust_lp, "MARGIN_CHUNK_ROWS", 4)  # three chunks
+        fast = verified_row_margins(F, H, B, box, w, slab)
+    general = verified_row_margins(F, H, B, box, w, redundant)
+    np.testing.assert_allclose(fast, general, rtol=1e-9, atol=1e-9)
+    assert np.all(fast >= verified_row_margins(F, H, B, box, w) - 1e-12) and np.any(fast > verified_row_margins(F, H, B, box, w) + 1e-6)
+
+
+def test_empty_slab_is_refused():
+    from hardlinear.polytope import InputPolytope, as_slab
+
+    with pytest.raises(ValueError, match="empty"):
+        as_slab(InputPolytope(np.array([[1.0, 2.0], [-1.0, -2.0]]), np.array([-1.0, -1.0])))

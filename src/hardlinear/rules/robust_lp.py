@@ -55,6 +55,7 @@ import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox, JointlyLinearFamily
 from hardlinear.rules.cost import RuleCost
+from hardlinear.sparse_products import sparse_times_dense
 
 log = logging.getLogger(__name__)
 
@@ -901,24 +902,41 @@ def _reproject(F: np.ndarray, G: sp.spmatrix, B_eq: np.ndarray, pinv) -> np.ndar
     return F - Vtr.T @ ((Ur.T @ R) / sr[:, None])
 
 
+MARGIN_CHUNK_ROWS = 4096
+"""Rows of ``B_ineq - H F`` formed at a time by :func:`verified_row_margins` (``O(chunk k)`` memory)."""
+
+
 def verified_row_margins(
     F: np.ndarray, H: sp.spmatrix, B_ineq: np.ndarray, box: InputBox, weights: np.ndarray, polytope: Any = None
 ) -> np.ndarray:
     """``(m_ineq,)``: ``min_{xi in X} (B_ineq - H F)_i x / w_i`` in float64: in closed form over the box ``X``, or,
     given an input ``polytope`` (whose bounding box is ``box``), the certified LP bound of
     :func:`hardlinear.polytope.support` (a lower bound on the worst slack whatever HiGHS's tolerances; within
-    ``~1e-9`` relative of the exact value in the tests)."""
-    Z = np.asarray(B_ineq - H @ F)
-    if polytope is None:
-        worst = Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius
-        return worst / weights
-    from hardlinear.polytope import support
+    ``~1e-9`` relative of the exact value in the tests), or for a slab its exact closed form
+    (:func:`hardlinear.polytope.slab_support`). Over the box or a slab, ``MARGIN_CHUNK_ROWS`` rows at a time."""
+    from hardlinear.polytope import as_slab, slab_support, support
 
-    k = box.k  # u-coordinates of the bounding box, where |u| <= 1 on the set: its rows are part of the set
-    A_u = np.vstack([polytope.A * box.radius, np.eye(k), -np.eye(k)])
-    b_u = np.concatenate([polytope.b - polytope.A @ box.mid, np.ones(2 * k)])
-    worst = Z[:, 0] + Z[:, 1:] @ box.mid - support(-Z[:, 1:] * box.radius, A_u, b_u, np.ones(k))[0]
-    return worst / weights
+    k = box.k  # u-coordinates of the bounding box, where |u| <= 1 on the set
+    slab = None if polytope is None else as_slab(polytope)
+    if polytope is not None and slab is None:  # one block-diagonal LP over every row: small families only
+        Z = np.asarray(B_ineq - H @ F)
+        A_u = np.vstack([polytope.A * box.radius, np.eye(k), -np.eye(k)])  # the bounding box's rows are the set's
+        b_u = np.concatenate([polytope.b - polytope.A @ box.mid, np.ones(2 * k)])
+        worst = Z[:, 0] + Z[:, 1:] @ box.mid - support(-Z[:, 1:] * box.radius, A_u, b_u, np.ones(k))[0]
+        return worst / weights
+    H = sp.csr_matrix(H) if sp.issparse(H) else np.asarray(H)
+    out = np.empty(H.shape[0])
+    for s in range(0, H.shape[0], MARGIN_CHUNK_ROWS):
+        e = min(s + MARGIN_CHUNK_ROWS, H.shape[0])
+        Z = np.asarray(B_ineq[s:e] - (sparse_times_dense(H[s:e], F) if sp.issparse(H) else H[s:e] @ F))
+        if slab is None:
+            worst = Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius
+        else:  # a' xi = a' mid + (a radius)' u
+            a, low, high = slab
+            shift = float(a @ box.mid)
+            worst = Z[:, 0] + Z[:, 1:] @ box.mid - slab_support(-Z[:, 1:] * box.radius, a * box.radius, low - shift, high - shift)
+        out[s:e] = worst / weights[s:e]
+    return out
 
 
 def family_row_margins(F: np.ndarray, family: JointlyLinearFamily, weights: np.ndarray) -> np.ndarray:

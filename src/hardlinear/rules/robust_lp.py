@@ -907,13 +907,15 @@ MARGIN_CHUNK_ROWS = 4096
 
 
 def verified_row_margins(
-    F: np.ndarray, H: sp.spmatrix, B_ineq: np.ndarray, box: InputBox, weights: np.ndarray, polytope: Any = None
+    F: np.ndarray, H: sp.spmatrix, B_ineq: np.ndarray, box: InputBox, weights: np.ndarray, polytope: Any = None,
+    chunk: int | None = None,
 ) -> np.ndarray:
     """``(m_ineq,)``: ``min_{xi in X} (B_ineq - H F)_i x / w_i`` in float64: in closed form over the box ``X``, or,
     given an input ``polytope`` (whose bounding box is ``box``), the certified LP bound of
     :func:`hardlinear.polytope.support` (a lower bound on the worst slack whatever HiGHS's tolerances; within
     ``~1e-9`` relative of the exact value in the tests), or for a slab its exact closed form
-    (:func:`hardlinear.polytope.slab_support`). Over the box or a slab, ``MARGIN_CHUNK_ROWS`` rows at a time."""
+    (:func:`hardlinear.polytope.slab_support`). Over the box or a slab, ``chunk`` rows at a time
+    (``MARGIN_CHUNK_ROWS`` by default)."""
     from hardlinear.polytope import as_slab, slab_support, support
 
     k = box.k  # u-coordinates of the bounding box, where |u| <= 1 on the set
@@ -925,9 +927,9 @@ def verified_row_margins(
         worst = Z[:, 0] + Z[:, 1:] @ box.mid - support(-Z[:, 1:] * box.radius, A_u, b_u, np.ones(k))[0]
         return worst / weights
     H = sp.csr_matrix(H) if sp.issparse(H) else np.asarray(H)
-    out = np.empty(H.shape[0])
-    for s in range(0, H.shape[0], MARGIN_CHUNK_ROWS):
-        e = min(s + MARGIN_CHUNK_ROWS, H.shape[0])
+    out, chunk = np.empty(H.shape[0]), chunk or MARGIN_CHUNK_ROWS
+    for s in range(0, H.shape[0], chunk):
+        e = min(s + chunk, H.shape[0])
         Z = np.asarray(B_ineq[s:e] - (sparse_times_dense(H[s:e], F) if sp.issparse(H) else H[s:e] @ F))
         if slab is None:
             worst = Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius

@@ -17,8 +17,7 @@ import scipy.sparse as sp
 
 from hardlinear.constraints import InputBox
 from hardlinear.rules.reduced.settings import VERIFY_CHUNK_ROWS
-from hardlinear.rules.robust_lp import _expression_margins, _Reduced
-from hardlinear.sparse_products import sparse_times_dense
+from hardlinear.rules.robust_lp import _expression_margins, _Reduced, verified_row_margins
 
 if TYPE_CHECKING:
     from hardlinear.rules.reduced.interior_point import _Point
@@ -27,15 +26,9 @@ if TYPE_CHECKING:
 def verified_row_margins_chunked(
     F: np.ndarray, H: sp.spmatrix, B_ineq: np.ndarray, box: InputBox, weights: np.ndarray, chunk: int = VERIFY_CHUNK_ROWS
 ) -> np.ndarray:
-    """``(m_ineq,)``: ``min_{xi in box} (B_ineq - H F)_i x / w_i`` in float64, ``chunk`` rows at a time (the
-    same closed form as :func:`~hardlinear.rules.robust_lp.verified_row_margins`, in ``O(chunk k)`` memory)."""
-    H = sp.csr_matrix(H)
-    out = np.empty(H.shape[0])
-    for s in range(0, H.shape[0], chunk):
-        e = min(s + chunk, H.shape[0])
-        Z = B_ineq[s:e] - sparse_times_dense(H[s:e], F)
-        out[s:e] = (Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius) / weights[s:e]
-    return out
+    """``(m_ineq,)``: ``min_{xi in box} (B_ineq - H F)_i x / w_i`` in float64, ``chunk`` rows at a time, with ``H``
+    sparse (:func:`~hardlinear.rules.robust_lp.verified_row_margins` over the box, in ``O(chunk k)`` memory)."""
+    return verified_row_margins(F, sp.csr_matrix(H), B_ineq, box, weights, chunk=chunk)
 
 
 def _best_offset(red: _Reduced, spread: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, float] | None:

@@ -926,6 +926,9 @@ def verified_row_margins(
         b_u = np.concatenate([polytope.b - polytope.A @ box.mid, np.ones(2 * k)])
         worst = Z[:, 0] + Z[:, 1:] @ box.mid - support(-Z[:, 1:] * box.radius, A_u, b_u, np.ones(k))[0]
         return worst / weights
+    if slab is not None:  # the slab in u: a' xi = a' mid + (a radius)' u
+        a, low, high = slab
+        a_u, shift = a * box.radius, float(a @ box.mid)
     H = sp.csr_matrix(H) if sp.issparse(H) else np.asarray(H)
     out, chunk = np.empty(H.shape[0]), chunk or MARGIN_CHUNK_ROWS
     for s in range(0, H.shape[0], chunk):
@@ -933,10 +936,8 @@ def verified_row_margins(
         Z = np.asarray(B_ineq[s:e] - (sparse_times_dense(H[s:e], F) if sp.issparse(H) else H[s:e] @ F))
         if slab is None:
             worst = Z[:, 0] + Z[:, 1:] @ box.mid - np.abs(Z[:, 1:]) @ box.radius
-        else:  # a' xi = a' mid + (a radius)' u
-            a, low, high = slab
-            shift = float(a @ box.mid)
-            worst = Z[:, 0] + Z[:, 1:] @ box.mid - slab_support(-Z[:, 1:] * box.radius, a * box.radius, low - shift, high - shift)
+        else:
+            worst = Z[:, 0] + Z[:, 1:] @ box.mid - slab_support(-Z[:, 1:] * box.radius, a_u, low - shift, high - shift)
         out[s:e] = worst / weights[s:e]
     return out
 

@@ -5,7 +5,9 @@
         --inference results/ed/inference.json           # + the batch-1 / batch-1024 timings of one benchmark run
 
 Per case and method (with its variant, its form where it is not the standard one, and ``input_set=...`` where
-the rule covers another set than the box: the recipe's polytope, or the box cut to its total-load range): seeds, mean over seeds of the mean test gap, the worst test gap of any
+the rule covers another set than the box: the recipe's polytope, or the box cut to its total-load range; and
+``epochs=N of M`` where a run trained fewer epochs than its problem's schedule, so that no such row passes for an
+equal-epoch figure): seeds, mean over seeds of the mean test gap, the worst test gap of any
 seed, the worst equality and inequality violations (relative norms) of any seed, the mean batch-1 time per
 instance (``test/time_ms``, taken by each run at its own load) and training seconds; with ``--inference``, the
 batch-1 and batch-1024 times of ``benchmarks/bench_ed_inference.py`` (one process, one footing) for the method and
@@ -61,9 +63,14 @@ def table(df, inference: dict | None = None) -> str:
     # the problem's options that change the method's row, not the instances: its form, and the input set the rule
     # covers (problem.input_set): shown beside the variant, as benchmarks/bench_ed_inference.py labels its rows
     recipe = df["cfg.problem.input_set"] if "cfg.problem.input_set" in df else pd.Series([None] * len(df), index=df.index)
+    # a run that trained fewer epochs than its problem's schedule (stopped short and evaluated from its saved state)
+    # is its own row and says so: its gap is not an equal-epoch figure
+    planned = df["cfg.problem.train.epochs"] if "cfg.problem.train.epochs" in df else pd.Series([None] * len(df), index=df.index)
+    trained = df["train/epochs"] if "train/epochs" in df else pd.Series([None] * len(df), index=df.index)
+    short = [f"epochs={float(t):g} of {int(p)}" if pd.notna(t) and pd.notna(p) and float(t) < float(p) else "" for t, p in zip(trained, planned)]
     df = df.assign(form=[" ".join(([] if f in ("standard", None) or f != f else [f"form={f}"])
-                                  + ([f"input_set={r}"] if isinstance(r, str) and r != "box" else []))
-                         for f, r in zip(df["form"], recipe)])
+                                  + ([f"input_set={r}"] if isinstance(r, str) and r != "box" else []) + ([s] if s else []))
+                         for f, r, s in zip(df["form"], recipe, short)])
     ok = df[df["status"].astype(str) == "ok"]
     bench_head = (" batch 1 ms (bench) | batch 1024 us / instance (bench) |", "---|---|") if inference else ("", "")
     lines = [

@@ -81,3 +81,12 @@ def test_the_proposed_variant_beside_e2elr_is_chosen_on_validation_among_the_mos
     line = next(x for x in text.splitlines() if x.startswith("| case30_ieee | 1, 0.9000"))
     assert "| a | 2 | 0.5000 | 0.7000 (3.0000) | proposed |" in line
     assert "Chosen on validation" not in ed_table.table(_records())  # no validation figures: no such table
+
+
+def test_a_run_stopped_short_of_its_schedule_is_its_own_row_and_says_so():
+    planned = {"cfg.problem.train.epochs": 100}
+    full = _records().assign(**planned, **{"train/epochs": 100.0})
+    short = full.iloc[[1]].assign(**{"train/epochs": 40.0, "test/gap_mean": 0.5})
+    text = ed_table.table(pd.concat([full, short]))
+    assert "| proposed (output_scale epochs=40 of 100) **(best)** | 1 | 0.5000 |" in text
+    assert "| proposed (output_scale) | 1 | 1.0000 |" in text  # the full-schedule run keeps its own row

@@ -201,3 +201,12 @@ def test_pinet_start_option():
         outs[start] = method.predict(xi).y
         assert method.describe()["variant"] == ("start=raw" if start == "raw" else "")
     assert (outs["raw"] - outs["zero"]).abs().max() > 1e-9
+
+
+def test_bicgstab_stops_on_a_breakdown_instead_of_returning_nan():
+    """A skew system where r_hat is orthogonal to A p at the first step: BiCGSTAB's alpha would divide by zero."""
+    from hardlinear.layers.douglas_rachford import _bicgstab
+
+    A = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+    w = _bicgstab(lambda x: A @ x, torch.tensor([1.0, 0.0], dtype=torch.float64), maxiter=10, tol=1e-12)
+    assert torch.isfinite(w).all()

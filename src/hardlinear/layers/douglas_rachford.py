@@ -129,7 +129,10 @@ def _bicgstab(apply_A, b: torch.Tensor, maxiter: int, tol: float) -> torch.Tenso
         beta = (rho_new / rho) * (alpha / omega)
         p = r + beta * (p - omega * v)
         v = apply_A(p)
-        alpha = rho_new / (r_hat * v).sum()
+        denom = (r_hat * v).sum()
+        if denom == 0 or not torch.isfinite(denom):
+            break  # breakdown (r_hat orthogonal to A p): a division would turn the iterate into NaN
+        alpha = rho_new / denom
         h = w + alpha * p
         s = r - alpha * v
         if torch.linalg.vector_norm(s) <= bound:

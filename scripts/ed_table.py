@@ -62,12 +62,14 @@ def table(df, inference: dict | None = None) -> str:
         df = df.assign(form="standard")
     # the problem's options that change the method's row, not the instances: its form, and the input set the rule
     # covers (problem.input_set): shown beside the variant, as benchmarks/bench_ed_inference.py labels its rows
-    recipe = df["cfg.problem.input_set"] if "cfg.problem.input_set" in df else pd.Series([None] * len(df), index=df.index)
+    def column(name: str) -> pd.Series:  # a record column, or None on every row where no record has it
+        return df[name] if name in df else pd.Series([None] * len(df), index=df.index)
+
+    recipe = column("cfg.problem.input_set")
     # a run that trained fewer epochs than its problem's schedule (stopped short and evaluated from its saved state)
     # is its own row and says so: its gap is not an equal-epoch figure
-    planned = df["cfg.problem.train.epochs"] if "cfg.problem.train.epochs" in df else pd.Series([None] * len(df), index=df.index)
-    trained = df["train/epochs"] if "train/epochs" in df else pd.Series([None] * len(df), index=df.index)
-    short = [f"epochs={float(t):g} of {int(p)}" if pd.notna(t) and pd.notna(p) and float(t) < float(p) else "" for t, p in zip(trained, planned)]
+    short = [f"epochs={float(t):g} of {int(p)}" if pd.notna(t) and pd.notna(p) and float(t) < float(p) else ""
+             for t, p in zip(column("train/epochs"), column("cfg.problem.train.epochs"))]
     df = df.assign(form=[" ".join(([] if f in ("standard", None) or f != f else [f"form={f}"])
                                   + ([f"input_set={r}"] if isinstance(r, str) and r != "box" else []) + ([s] if s else []))
                          for f, r, s in zip(df["form"], recipe, short)])

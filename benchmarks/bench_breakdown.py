@@ -95,7 +95,7 @@ def _spmm(A: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def projection_variants(family, device: str) -> dict:
     """``{variant: fn(xi64, y) -> y_TN}`` for a constant ``G`` (empty when ``G`` depends on x)."""
-    from hardlinear.constraints import lift
+    from hardlinear.constraints.family import lift
     from hardlinear.layers.equality import constant_lhs
 
     G = constant_lhs(family, "G")
@@ -121,7 +121,7 @@ def projection_variants(family, device: str) -> dict:
 
 def slack_variants(family, device: str) -> dict:
     """``{variant: fn(xi64, y_tn, y_sn) -> (s_TN, s_SN)}`` for a constant ``H``."""
-    from hardlinear.constraints import lift
+    from hardlinear.constraints.family import lift
     from hardlinear.layers.equality import constant_lhs
 
     H = constant_lhs(family, "H")

@@ -17,7 +17,7 @@ Batch 1: ``--instances`` inputs one at a time, each timed; median and interquart
 
 from __future__ import annotations
 
-from hardlinear.threads import size_native_pools
+from hardlinear.runtime.threads import size_native_pools
 
 # one thread in numpy's pools too, before numpy loads: the problem is then built to the same bits as the runs built
 # it (threads=1), so their decision rules load from the cache instead of being solved again (case1888: 9 min)

@@ -18,7 +18,7 @@ method.rule_solver=rank_one'`` for case6470); problem options for every method i
 
 from __future__ import annotations
 
-from hardlinear.threads import size_native_pools
+from hardlinear.runtime.threads import size_native_pools
 
 # one thread in numpy's pools too, before numpy loads: the problem is then built to the same bits as the runs built
 # it (threads=1), so their decision rules load from the cache instead of being solved again

@@ -39,8 +39,8 @@ def parser():
 
 def residuals(problem, xi: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """Largest inequality violation and equality residual (absolute, float64) of ``y`` at ``xi``, as the harness
-    reports them (:func:`hardlinear.metrics.instance_metrics`)."""
-    from hardlinear.metrics import instance_metrics
+    reports them (:func:`hardlinear.evaluation.metrics.instance_metrics`)."""
+    from hardlinear.evaluation.metrics import instance_metrics
 
     xi64, y64 = xi.detach().cpu().double(), y.detach().cpu().double()
     m = instance_metrics(problem, xi64, y64, torch.ones(len(xi64), dtype=torch.float64))

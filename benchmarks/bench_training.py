@@ -30,9 +30,9 @@ from pathlib import Path
 
 import torch
 
-from hardlinear.allocator import keeping_large_blocks
 from hardlinear.layers.equality import TRAIN_SOLVES
 from hardlinear.methods.base import NotApplicable
+from hardlinear.runtime.allocator import keeping_large_blocks
 from hardlinear.train import trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -127,7 +127,7 @@ def time_method(problem_cfg: str, name: str, problem, val, args, base: dict, tra
 
 
 def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
-    from hardlinear.data import build_dataset
+    from hardlinear.problems.datasets import build_dataset
 
     problem = common.load_problem(problem_cfg)
     val = build_dataset(problem, "val", args.val_size, args.seed, None, args.cache_dir, progress=False)

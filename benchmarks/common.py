@@ -286,7 +286,7 @@ def make_method(problem_cfg: str, method: str, problem, ctx, overrides: Sequence
 
 def quick_train(method, problem, ctx, epochs: int, val_size: int = 32):
     """A few epochs of the project's trainer (for honest iteration counts of the iterative methods)."""
-    from hardlinear.data import build_dataset
+    from hardlinear.problems.datasets import build_dataset
     from hardlinear.train.trainer import TrainerConfig, train
 
     if epochs <= 0 or not method.trainable or method.supervised:

@@ -90,7 +90,7 @@ def constraint_rows(family) -> tuple[float, float, float]:
     """``(per product, constants, per instance)``: the multiply-adds of one product ``y -> [G; H] y`` as the
     family computes it (dense below ``constraints.DENSE_LIMIT`` entries per matrix, its nonzeros above), the
     entries it reads, and, where ``G(x), H(x)`` depend on the input, the multiply-adds that form them once."""
-    from hardlinear.constraints import DENSE_LIMIT, InputDependentFamily
+    from hardlinear.constraints.family import DENSE_LIMIT, InputDependentFamily
 
     if isinstance(family, InputDependentFamily):
         rows = (family.m_eq + family.m_ineq) * family.n

@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
 
-    from hardlinear.data import build_dataset
+    from hardlinear.evaluation.metrics import evaluate
     from hardlinear.harness.checkpoint import load_run, save_checkpoint
     from hardlinear.methods.base import Context
     from hardlinear.methods.proposed import Proposed
-    from hardlinear.metrics import evaluate
+    from hardlinear.problems.datasets import build_dataset
     from hardlinear.problems.dcopf import DCOPF
     from hardlinear.rules.decision_rule import solve_decision_rule
 

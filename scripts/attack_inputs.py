@@ -640,8 +640,8 @@ def _(w):
 def _(w):
     import torch
 
-    from hardlinear.data import build_dataset
     from hardlinear.problems import build_problem
+    from hardlinear.problems.datasets import build_dataset
 
     p = build_problem("portfolio")
     val = build_dataset(p, "val", 4, seed=0, cache_dir=w, progress=False)

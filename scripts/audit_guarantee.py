@@ -1,4 +1,4 @@
-"""Audit the feasibility guarantee on the paper's six problems (hardlinear.audit with larger counts).
+"""Audit the feasibility guarantee on the paper's six problems (hardlinear.evaluation.audit with larger counts).
 
 Writes one row per (problem, input set, task kind, dtype) to ``results/reliability/guarantee.csv`` and prints a
 summary per problem and dtype: inputs tried, box vertices tried, worst violations (float64 evaluation).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from hardlinear.audit import ATTACKABLE, AuditConfig, as_records, audit
+from hardlinear.evaluation.audit import ATTACKABLE, AuditConfig, as_records, audit
 from hardlinear.layers import FeasibilityLayer
 from hardlinear.problems import build_problem
 from hardlinear.rules import solve_decision_rule

@@ -5,8 +5,8 @@ import time
 
 import torch
 
-from hardlinear.data import build_dataset
 from hardlinear.problems import PAPER_SIZES, build_problem
+from hardlinear.problems.datasets import build_dataset
 
 
 def main() -> None:

@@ -15,9 +15,9 @@ import sys
 import numpy as np
 import torch
 
-from hardlinear.data import build_dataset
+from hardlinear.evaluation.metrics import instance_metrics
 from hardlinear.harness.checkpoint import load_run
-from hardlinear.metrics import instance_metrics
+from hardlinear.problems.datasets import build_dataset
 
 
 def describe(name: str, values: np.ndarray) -> str:

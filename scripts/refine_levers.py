@@ -20,9 +20,9 @@ import torch
 
 
 def measure(run_dir: str, eval_steps: list[int], picks: list[str], test_size: int | None) -> list[dict]:
-    from hardlinear.data import build_dataset
+    from hardlinear.evaluation.metrics import instance_metrics, summarize
     from hardlinear.harness.checkpoint import load_run
-    from hardlinear.metrics import instance_metrics, summarize
+    from hardlinear.problems.datasets import build_dataset
 
     method = load_run(run_dir)
     if getattr(method, "refiner", None) is None:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hardlinear.allocator import keep_large_blocks, keeping_large_blocks
+from hardlinear.runtime.allocator import keep_large_blocks, keeping_large_blocks
 
 
 def test_large_blocks_stay_in_the_heap_on_linux() -> None:

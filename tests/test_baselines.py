@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.layers.peers.dc3 import EqualityCompletion, GradientCorrection, row_max
 from hardlinear.methods.alm import ALM
 from hardlinear.methods.apm import APM

@@ -13,11 +13,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import hardlinear
-from hardlinear.data import build_dataset
+from hardlinear.evaluation.metrics import instance_metrics
 from hardlinear.harness import runner as harness
 from hardlinear.harness.checkpoint import CheckpointError, check_inputs, checkpoint_path, read_checkpoint
 from hardlinear.harness.reevaluate import evaluate_run
-from hardlinear.metrics import instance_metrics
+from hardlinear.problems.datasets import build_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, InputDependentFamily, JointlyLinearFamily, lift, standard_form
+from hardlinear.constraints.family import InputBox, InputDependentFamily, JointlyLinearFamily, lift, standard_form
 
 
 def random_jl(seed=0, n=6, m_eq=2, m_ineq=5, k=3):
@@ -32,7 +32,7 @@ def test_jointly_linear_residuals_match_numpy():
 def test_above_the_dense_limit_residuals_and_their_gradients_are_the_dense_ones(monkeypatch):
     """Large families keep G, H sparse (with a transpose made once for the backward pass) and h(x) compact; the
     values and gradients are those of the small path."""
-    import hardlinear.constraints as constraints
+    import hardlinear.constraints.family as constraints
 
     fam = random_jl(seed=4, n=9, m_eq=3, m_ineq=8, k=4)
     full = np.random.default_rng(5).normal(size=(4, 2))

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox
+from hardlinear.constraints.family import InputBox
 from hardlinear.methods.ldr import LDR
 from hardlinear.methods.proposed import Proposed
 from hardlinear.problems import Portfolio, build_problem

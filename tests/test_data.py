@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from hardlinear.data import build_dataset, dataset_key
 from hardlinear.problems import build_problem
+from hardlinear.problems.datasets import build_dataset, dataset_key
 
 
 def test_dataset_is_cached_and_reused(tmp_path):
@@ -102,7 +102,7 @@ def test_two_runs_wanting_one_set_solve_it_once(tmp_path, caplog):
         results[name] = build_dataset(problem, "val", 6, 0, cache_dir=tmp_path, progress=False)
 
     threads = [threading.Thread(target=build, args=(name,), name=name) for name in ("first", "second")]
-    with caplog.at_level(logging.INFO, logger="hardlinear.data"):
+    with caplog.at_level(logging.INFO, logger="hardlinear.problems.datasets"):
         threads[0].start()
         time.sleep(0.3)
         threads[1].start()

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems import Portfolio, build_problem
 from hardlinear.rules import DecisionRule, DecisionRuleInfeasible, max_uncertainty, solve_decision_rule
 from hardlinear.rules.robust_lp import find_expression_pairs, row_weights, solve_robust_lp, verified_row_margins

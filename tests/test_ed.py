@@ -67,7 +67,7 @@ def test_reference_solves_are_feasible_with_the_smallest_slack(ed):
 @pytest.mark.parametrize("case, large", [(CASE, False), ("pglib_opf_case118_ieee", False), ("pglib_opf_case118_ieee", True)])
 def test_line_rows_hold_for_any_balanced_dispatch_through_the_slack(case, large, monkeypatch):
     if large:  # the paths of large cases: sparse H with its transpose, h(x) kept compact, the layer's split mode
-        import hardlinear.constraints as constraints
+        import hardlinear.constraints.family as constraints
         import hardlinear.layers.feasibility as feasibility
 
         monkeypatch.setattr(constraints, "DENSE_LIMIT", 10)
@@ -355,7 +355,7 @@ def test_the_recipes_total_load_range_holds_every_draw_and_keeps_the_box_as_boun
     """input_set=recipe_total at case89 (6 of its 35 loads negative): every draw's total load is inside the two rows,
     draws come near both ends, the box is the set's bounding box (2k LPs agree), and the box's own extreme totals
     (positive loads high, negative ones low) lie outside."""
-    from hardlinear.polytope import make_input_set
+    from hardlinear.constraints.polytope import make_input_set
 
     problem = build_problem("ed", case="pglib_opf_case89_pegase", input_set="recipe_total")
     poly = problem.compact.polytope

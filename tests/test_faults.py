@@ -25,8 +25,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from hardlinear.constraints import JointlyLinearFamily
-from hardlinear.data import build_dataset
+from hardlinear.constraints.family import JointlyLinearFamily
 from hardlinear.harness import results
 from hardlinear.harness import runner as harness
 from hardlinear.harness.loggers import make_loggers
@@ -34,6 +33,7 @@ from hardlinear.methods.base import Context
 from hardlinear.methods.penalty import Penalty
 from hardlinear.problems import Portfolio, build_problem
 from hardlinear.problems.base import Problem
+from hardlinear.problems.datasets import build_dataset
 from hardlinear.rules import solve_decision_rule
 from hardlinear.solvers import SolverError
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
@@ -201,7 +201,7 @@ def test_huge_but_finite_metrics_are_recorded_as_diverged(tmp_path):
 def test_divergence_bounds_spare_infeasible_soft_methods_and_catch_blow_ups():
     """The defaults: the paper study's worst legitimate results (a penalty run stuck infeasible at -1.6e5 %, DC3
     at penalty 0 with a violation of 2.1e3) stay ``ok``; the issue's blown-up DC3 (3.3e14 %, 6e13) does not."""
-    from hardlinear.evaluation import EvalConfig, divergence_reason
+    from hardlinear.evaluation.protocol import EvalConfig, divergence_reason
 
     cfg = EvalConfig()
     legit = {"test/gap_mean": -162586.25, "test/gap_worst": -117688.8, "test/eq_viol_worst": 53.2, "test/ineq_viol_worst": 2103.8}

@@ -18,8 +18,8 @@ def problem_with_train(n: int = 23) -> tuple[LinearProblem, np.ndarray]:
 def fit_penalty(tmp_path, hidden: int = 16, **options):
     """A one-layer penalty method trained on ``problem_with_train(40)`` with these trainer options (no pre-training,
     batch 8): the small, deterministic run the trainer's own tests (keep, schedule) inspect."""
-    from hardlinear.data import build_dataset
     from hardlinear.methods.penalty import Penalty
+    from hardlinear.problems.datasets import build_dataset
     from hardlinear.train.trainer import train
 
     torch.manual_seed(0)
@@ -63,8 +63,8 @@ def test_pass_epoch_without_a_fixed_set_names_the_fix():
 
 
 def test_training_runs_on_the_fixed_set(tmp_path):
-    from hardlinear.data import build_dataset
     from hardlinear.methods.penalty import Penalty
+    from hardlinear.problems.datasets import build_dataset
     from hardlinear.train.trainer import train
 
     p, _ = problem_with_train(40)

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from test_rule_solver_reduced import _check_rule
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems import build_problem
 from hardlinear.rules import solve_decision_rule
 from hardlinear.rules.free_slack import complete_rule, eliminate_free_slacks, free_slack_columns

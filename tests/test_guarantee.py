@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from hardlinear.audit import (
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
+from hardlinear.evaluation.audit import (
     AuditConfig,
     AuditRow,
     ascent_outputs,
@@ -40,15 +41,14 @@ from hardlinear.audit import (
     residuals,
     violation_figures,
 )
-from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.data import Dataset, build_dataset
-from hardlinear.evaluation import EvalConfig, evaluate_method
+from hardlinear.evaluation.metrics import instance_metrics
+from hardlinear.evaluation.protocol import EvalConfig, evaluate_method
 from hardlinear.layers import FeasibilityLayer
 from hardlinear.methods.base import Context
 from hardlinear.methods.proposed import Proposed
-from hardlinear.metrics import instance_metrics
 from hardlinear.problems import build_problem
 from hardlinear.problems.base import Objective, Problem
+from hardlinear.problems.datasets import Dataset, build_dataset
 from hardlinear.rules import solve_decision_rule
 from hardlinear.solvers import SolverError
 

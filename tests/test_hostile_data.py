@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import torch
 
-from hardlinear.data import build_dataset, load_arrays, save_arrays
 from hardlinear.problems import build_problem
+from hardlinear.problems.datasets import build_dataset, load_arrays, save_arrays
 
 
 def test_the_test_split_copied_over_the_validation_file_is_not_served_as_validation(tmp_path, caplog):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from hardlinear.atomic import DiskFull, atomic_write_bytes, create_exclusive_bytes
 from hardlinear.harness import outputs, results
 from hardlinear.harness.loggers import CSVLogger
+from hardlinear.runtime.atomic import DiskFull, atomic_write_bytes, create_exclusive_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -238,7 +238,7 @@ def test_slab_support_is_the_lp_value_and_an_upper_bound(seed):
     """A slab's closed form (a sorted weighted median of the one dual multiplier) against the block-diagonal LP
     of the general path, on random rows, some coefficients of ``a`` zero, a slab cutting the cube, and rows
     along ``a`` (where the slab binds)."""
-    from hardlinear.polytope import slab_support, support
+    from hardlinear.constraints.polytope import slab_support, support
 
     rng = np.random.default_rng(seed)
     q, r = 7, 12
@@ -261,8 +261,8 @@ def test_slab_support_is_the_lp_value_and_an_upper_bound(seed):
 def test_verified_margins_over_a_slab_agree_with_the_general_lp():
     """``verified_row_margins`` over a slab polytope (the closed form, in chunks) equals the general path's LP
     bound (a polytope of the same set with a third, redundant row), and is above the box's worst case."""
-    from hardlinear.constraints import InputBox
-    from hardlinear.polytope import InputPolytope
+    from hardlinear.constraints.family import InputBox
+    from hardlinear.constraints.polytope import InputPolytope
     from hardlinear.rules import robust_lp
 
     rng = np.random.default_rng(3)
@@ -282,7 +282,7 @@ def test_verified_margins_over_a_slab_agree_with_the_general_lp():
 
 
 def test_empty_slab_is_refused():
-    from hardlinear.polytope import InputPolytope, as_slab
+    from hardlinear.constraints.polytope import InputPolytope, as_slab
 
     with pytest.raises(ValueError, match="empty"):
         as_slab(InputPolytope(np.array([[1.0, 2.0], [-1.0, -2.0]]), np.array([-1.0, -1.0])))

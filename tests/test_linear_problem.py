@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.data import build_dataset
 from hardlinear.problems import build_problem
+from hardlinear.problems.datasets import build_dataset
 from hardlinear.problems.linear import LinearProblem
 
 
@@ -132,7 +132,7 @@ def test_npz_polytope_keys_give_a_polytope_problem(tmp_path):
     with pytest.raises(ValueError, match="is empty"):
         LinearProblem(arrays={**_simplex_arrays(), "b_in": np.array([1.0, 1.0, -3.0])})
     with pytest.raises(ValueError, match="audit draws box vertices"):
-        from hardlinear.audit import audit
+        from hardlinear.evaluation.audit import audit
 
         audit(p, None)
 

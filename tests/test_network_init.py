@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from hardlinear.constraints import InputBox
+from hardlinear.constraints.family import InputBox
 from hardlinear.layers.network import MLP
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from hardlinear.constraints import constant_variable_bounds
+from hardlinear.constraints.family import constant_variable_bounds
 from hardlinear.layers.network import OutputAffine
 from hardlinear.methods.base import Context
 from hardlinear.methods.proposed import Proposed
@@ -26,7 +26,7 @@ def test_the_bounds_are_the_generator_limits_and_the_fixed_values():
 def test_only_constant_single_variable_rows_bound_a_variable():
     """``y0 <= 2`` and ``-2 y0 <= 2`` bound y0 to [-1, 2]; ``y1 <= 1 + xi`` (input-dependent) and ``y0 + y1 <= 3``
     (two variables) bound nothing; ``2 y2 = 4`` fixes y2 at 2."""
-    from hardlinear.constraints import InputBox, JointlyLinearFamily
+    from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 
     H = np.array([[1.0, 0, 0], [-2.0, 0, 0], [0, 1.0, 0], [1.0, 1.0, 0]])
     B_ineq = np.array([[2.0, 0], [2.0, 0], [1.0, 1.0], [3.0, 0]])

@@ -30,7 +30,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, InputDependentFamily, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, InputDependentFamily, JointlyLinearFamily
 from hardlinear.layers.peers.gauge import GaugeMap
 from hardlinear.layers.peers.hardnet import HardNetAffLayer
 from hardlinear.methods.base import Context, NotApplicable
@@ -400,7 +400,7 @@ def _small_dc3(seed: int = 0):
 
 def _measured(problem, xi, y):
     """Largest absolute equality residual and inequality excess per instance, recomputed here in float64."""
-    from hardlinear.metrics import instance_metrics
+    from hardlinear.evaluation.metrics import instance_metrics
 
     m = instance_metrics(problem, xi, y, torch.ones(len(xi), dtype=torch.float64))
     A, G, h = problem.data.A, problem.data.G, problem.data.h

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems import build_problem
 from hardlinear.rules import DecisionRuleInfeasible, solve_decision_rule
 from hardlinear.rules.rank_one import NotRankOne, rank_one_inputs, solve_rank_one
@@ -62,7 +62,7 @@ def test_the_one_input_lp_has_the_whole_lps_margin_and_its_lifted_rule_holds_eve
 def test_over_an_input_polytope_the_margin_is_the_whole_lps_too(seed):
     """A random polytope cutting the box (rows that couple the inputs): rank_one's t*, through a' xi's certified
     range, equals Clarabel's on the polytope LP; its margins hold at points sampled inside."""
-    from hardlinear.polytope import make_input_set
+    from hardlinear.constraints.polytope import make_input_set
 
     base = _dispatch_like(seed)
     rng = np.random.default_rng(10 + seed)

@@ -20,7 +20,7 @@ import warnings
 import pytest
 import torch
 
-from hardlinear.audit import residuals
+from hardlinear.evaluation.audit import residuals
 from hardlinear.layers.equality import EqualityProjector
 from hardlinear.methods.base import Context
 from hardlinear.methods.proposed import Proposed

@@ -35,9 +35,9 @@ PARAMS = [
 @pytest.mark.slow  # the reference solves of 833 test instances (SLSQP for the nonconvex problem): minutes
 @pytest.mark.parametrize("run_dir", PARAMS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
 def test_a_committed_refined_run_reloads_to_its_recorded_figures(run_dir, tmp_path):
-    from hardlinear.data import build_dataset
+    from hardlinear.evaluation.metrics import instance_metrics
     from hardlinear.harness.checkpoint import load_run
-    from hardlinear.metrics import instance_metrics
+    from hardlinear.problems.datasets import build_dataset
 
     record = json.loads((run_dir / "record.json").read_text())["row"]
     method = load_run(run_dir, cache_dir=str(tmp_path))

@@ -1,12 +1,12 @@
-"""Rows kept once up to sign (hardlinear.signed_rows): exact reconstruction, and the compact affine map's values."""
+"""Rows kept once up to sign (hardlinear.constraints.signed_rows): exact reconstruction, and the compact affine map's values."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from hardlinear.constraints import lift
-from hardlinear.signed_rows import compact_affine, compact_affine_times, signed_unique_rows
+from hardlinear.constraints.family import lift
+from hardlinear.constraints.signed_rows import compact_affine, compact_affine_times, signed_unique_rows
 
 
 def test_each_row_is_its_sign_times_a_kept_row_and_negated_rows_share_one():

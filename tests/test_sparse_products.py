@@ -1,4 +1,4 @@
-"""``H @ F`` with H's full columns through BLAS (hardlinear.sparse_products): scipy's values, to rounding."""
+"""``H @ F`` with H's full columns through BLAS (hardlinear.rules.sparse_products): scipy's values, to rounding."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import hardlinear.sparse_products as products
+import hardlinear.rules.sparse_products as products
 
 
 @pytest.mark.parametrize("shape_of_F", ["matrix", "vector"])

@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.layers import equality
 from hardlinear.layers.equality import EqualityProjector
 from hardlinear.problems.dcopf import DCOPF

@@ -1,4 +1,4 @@
-"""``threads`` sizes the native thread pools before numpy and torch load (``hardlinear.threads``), so a run's
+"""``threads`` sizes the native thread pools before numpy and torch load (``hardlinear.runtime.threads``), so a run's
 figures do not depend on how many cores the machine shows.
 
 Each case runs in a fresh interpreter (the pools are sized once, at import). The reference process may use one
@@ -20,7 +20,7 @@ import hashlib, os, sys
 if sys.argv[1] == "one-core":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 else:
-    from hardlinear.threads import size_native_pools
+    from hardlinear.runtime.threads import size_native_pools
     size_native_pools(1)
 from hardlinear.layers.equality import EqualityProjector
 from hardlinear.problems import build_problem
@@ -48,7 +48,7 @@ def test_sized_pools_give_the_one_core_projector_on_every_core():
 
 
 def test_an_exported_value_is_kept_and_a_late_call_warns(monkeypatch):
-    import hardlinear.threads as threads
+    import hardlinear.runtime.threads as threads
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)

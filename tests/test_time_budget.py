@@ -6,10 +6,10 @@ import pytest
 import torch
 from test_fixed_training_set import problem_with_train
 
-from hardlinear.data import build_dataset
 from hardlinear.harness.results import identity
 from hardlinear.methods.base import Context
 from hardlinear.methods.penalty import Penalty
+from hardlinear.problems.datasets import build_dataset
 from hardlinear.train.trainer import TrainerConfig, train
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from hardlinear.evaluation.metrics import FEASIBILITY_TOL, infeasibility
 from hardlinear.harness.runner import done_line
 from hardlinear.harness.trainer_choice import apply_trainer_choice, named_trainer
-from hardlinear.metrics import FEASIBILITY_TOL, infeasibility
 from hardlinear.train.trainer import TrainerConfig
 
 ROOT = Path(__file__).resolve().parents[1]

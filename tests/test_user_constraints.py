@@ -200,12 +200,12 @@ def test_bounded_polytope_is_not_capped():
 
 
 def test_package_import_loads_neither_numpy_nor_torch():
-    """run.py sizes the native thread pools after ``import hardlinear.threads``: the package's public names must load
+    """run.py sizes the native thread pools after ``import hardlinear.runtime.threads``: the package's public names must load
     on first use, not with the package."""
     import subprocess
     import sys
 
-    code = "import sys, hardlinear.threads; print('numpy' in sys.modules, 'torch' in sys.modules)"
+    code = "import sys, hardlinear.runtime.threads; print('numpy' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 

@@ -1,14 +1,20 @@
-"""Old import paths of modules that moved, kept working with a ``DeprecationWarning`` that names the new path.
+"""Old import paths of modules that moved, kept working through one import hook, with a ``DeprecationWarning``
+that names the new path.
 
-Why: the layout change (harness/, rules/, layers/peers/, then rules/reduced/) promised that the old public import
-paths keep working for a while; ``from hardlinear.results import load_records`` raised ``ModuleNotFoundError``
-instead. Each old path is a two-line module calling :func:`alias`, which makes the old name *the* new module (one
-module object under two names, so patching either patches both) and warns once per process.
+Why: the layout changes (harness/, rules/, layers/peers/, then the root's helpers into the constraints, runtime and
+evaluation wings) promised that the old import paths keep working for a while. One finder on ``sys.meta_path``
+(installed by ``import hardlinear``) answers for every old module path, so no file stands in the tree only to
+re-export another: importing an old path hands back *the* new module (one module object under two names, so
+patching either patches both) and warns once per process. Names of an old module that became a package
+(``from hardlinear.constraints import ConstraintFamily``) resolve through :func:`moved_name`, which the package's
+``__getattr__`` calls.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
@@ -38,6 +44,20 @@ MOVED = {
     "hardlinear.layers.robust_sdp": "hardlinear.rules.robust_sdp",
     "hardlinear.layers.sparse_elimination": "hardlinear.rules.sparse_elimination",
     "hardlinear.rules.robust_lp_reduced": "hardlinear.rules.reduced",
+    # the root's helpers, each into the wing it serves
+    "hardlinear.signed_rows": "hardlinear.constraints.signed_rows",
+    "hardlinear.arrays": "hardlinear.constraints.arrays",
+    "hardlinear.polytope": "hardlinear.constraints.polytope",
+    "hardlinear.moments": "hardlinear.constraints.moments",
+    "hardlinear.user_constraints": "hardlinear.problems.user",
+    "hardlinear.sparse_products": "hardlinear.rules.sparse_products",
+    "hardlinear.atomic": "hardlinear.runtime.atomic",
+    "hardlinear.threads": "hardlinear.runtime.threads",
+    "hardlinear.allocator": "hardlinear.runtime.allocator",
+    "hardlinear.extras": "hardlinear.runtime.extras",
+    "hardlinear.metrics": "hardlinear.evaluation.metrics",
+    "hardlinear.audit": "hardlinear.evaluation.audit",
+    "hardlinear.data": "hardlinear.problems.datasets",
 }
 """Old module path -> the module it became (``git log --diff-filter=R -- src/hardlinear``)."""
 
@@ -46,18 +66,43 @@ MOVED_NAMES = {
         "run", "run_in_sweep", "problem_from_config", "resolved_dict", "provenance", "config_identity", "git_sha",
         "device_name", "cpu_model", "results_loggers",
     )),
+    "hardlinear.constraints": ("hardlinear.constraints.family", (
+        "ConstraintFamily", "DENSE_LIMIT", "InputBox", "InputDependentFamily", "JointlyLinearFamily",
+        "SPLIT_FLOATS_PER_NONZERO", "SPLIT_LONG_ABOVE", "constant_variable_bounds", "lift", "sparse_coo",
+        "standard_form",
+    )),
+    "hardlinear.evaluation": ("hardlinear.evaluation.protocol", (
+        "DIVERGENCE_METRICS", "EvalConfig", "divergence_reason", "evaluate_method", "throughput", "time_batch1",
+    )),
 }
-"""Old module that became a package -> (the module now holding its functions, their names)."""
+"""Old module that became a package -> (the module now holding its names, those names)."""
 
 
-def alias(old: str) -> ModuleType:
-    """Make ``old`` (a module being imported) the module it moved to, with a ``DeprecationWarning`` naming it."""
-    new = MOVED[old]
-    warnings.warn(f"{old} moved to {new}: import it from there ({old} will be removed)", DeprecationWarning,
-                  stacklevel=_importer_level(old))
-    module = importlib.import_module(new)
-    sys.modules[old] = module  # importlib hands back what sys.modules holds after the old module ran
-    return module
+class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds every old path of :data:`MOVED` and loads it as the new module, warning where the user imported it."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        old, new = spec.name, MOVED[spec.name]
+        warnings.warn(f"{old} moved to {new}: import it from there ({old} will be removed)", DeprecationWarning,
+                      stacklevel=_importer_level())
+        return importlib.import_module(new)  # importlib keeps the module's own __spec__ and __name__ (no override)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the new module ran when it was imported."""
+
+
+FINDER = MovedModuleFinder()
+
+
+def install() -> None:
+    """Put the finder on ``sys.meta_path`` once (``import hardlinear`` calls it)."""
+    if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
+        sys.meta_path.append(FINDER)
 
 
 def moved_name(package: str, name: str) -> object:
@@ -70,13 +115,13 @@ def moved_name(package: str, name: str) -> object:
     return getattr(importlib.import_module(home), name)
 
 
-def _importer_level(old: str) -> int:
-    """The ``stacklevel`` of the code that imported ``old``: past this module and the old module, so the warning
-    points at the user's import line (and shows by default when that is ``__main__``). importlib's frames between
-    are not counted: ``warnings.warn`` skips them itself."""
+def _importer_level() -> int:
+    """The ``stacklevel`` of the code that imported the old path: past this module and importlib's frames, so the
+    warning points at the user's import line (and shows by default when that is ``__main__``). ``warnings.warn``
+    itself skips importlib's frames, so only this module's own frames are counted."""
     level, frame = 1, sys._getframe(1)
     while frame is not None and (
-        frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_globals.get("__name__") in (__name__, old)
+        frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_globals.get("__name__") == __name__
     ):
         if not frame.f_code.co_filename.startswith("<frozen importlib"):
             level += 1

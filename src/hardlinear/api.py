@@ -4,7 +4,7 @@
     layer = hardlinear.feasibility_layer(constraints, cache_dir="cache")
     y = layer(theta, net(theta))          # feasible for every theta in the input set
 
-:class:`~hardlinear.user_constraints.LinearConstraints` checks and holds the matrices; this module only joins
+:class:`~hardlinear.problems.user.LinearConstraints` checks and holds the matrices; this module only joins
 the offline rule (:mod:`hardlinear.rules`) to the online layer (:mod:`hardlinear.layers`). Nothing below it
 imports it.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hardlinear.constraints import ConstraintFamily
-from hardlinear.user_constraints import LinearConstraints, as_rule_target
+from hardlinear.constraints.family import ConstraintFamily
+from hardlinear.problems.user import LinearConstraints, as_rule_target
 
 __all__ = ["LinearConstraints", "as_rule_target", "feasibility_layer"]
 

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f" (did you mean {close[0]}?)" if close else ""
         print(f"error: unknown command {command!r}{hint}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    from hardlinear.extras import MissingExtra
+    from hardlinear.runtime.extras import MissingExtra
 
     try:
         module = importlib.import_module(f"hardlinear.commands.{command}")

@@ -43,13 +43,13 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if len(files) != len(args.file):
         parser.error(f"--file takes KEY=PATH, e.g. --file problem.path=my_problem.npz; got {args.file}")
 
-    from hardlinear.threads import size_native_pools
+    from hardlinear.runtime.threads import size_native_pools
 
     size_native_pools(_run_threads(args.run_dir))  # before numpy and torch load, as run.py does
-    from hardlinear.extras import MissingExtra
     from hardlinear.harness.checkpoint import CheckpointError
     from hardlinear.harness.reevaluate import evaluate_run
     from hardlinear.harness.results import BadRecord
+    from hardlinear.runtime.extras import MissingExtra
 
     try:
         record = evaluate_run(

@@ -37,8 +37,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "hardlinear run", config
     """Check the extra and the overrides, then hand ``argv`` to Hydra; 0, or 1 when a job of a sweep failed
     (a single run that fails exits 1 itself, with its one-line error)."""
     from hardlinear.commands import CONF
-    from hardlinear.extras import MissingExtra
     from hardlinear.harness import require_extra
+    from hardlinear.runtime.extras import MissingExtra
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -80,12 +80,12 @@ def run_task(cfg: Any) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from hardlinear.threads import size_native_pools
+    from hardlinear.runtime.threads import size_native_pools
 
     size_native_pools(cfg.get("threads"))  # before numpy and torch load: pool sizes change rounding
-    from hardlinear.atomic import DiskFull
     from hardlinear.commands import CONF
     from hardlinear.harness.runner import EXPECTED_ERRORS, error_line, full_errors, run, run_in_sweep
+    from hardlinear.runtime.atomic import DiskFull
 
     hc = HydraConfig.get()
     try:

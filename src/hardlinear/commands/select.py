@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hardlinear.extras import check_installed
 from hardlinear.harness import results
+from hardlinear.runtime.extras import check_installed
 
 REPORTING_PACKAGES = ("pandas", "omegaconf", "matplotlib")
 """What tables, figures and reports import (the ``harness`` extra brings them)."""
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace):
     """The results table of ``args`` (study and filters applied) and the studies to render;
-    :class:`~hardlinear.extras.MissingExtra` naming the extra on a core install."""
+    :class:`~hardlinear.runtime.extras.MissingExtra` naming the extra on a core install."""
     check_installed(REPORTING_PACKAGES, extra="harness", purpose="tables, figures and reports")
     if args.study is not None:
         results.check_study_name(args.study, "--study")  # it names the output folder: before any reading

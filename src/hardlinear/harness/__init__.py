@@ -10,14 +10,14 @@ extra and call :func:`require_extra` before their first Hydra import, so a core 
 line instead of a bare ``ModuleNotFoundError``.
 """
 
-from hardlinear.extras import check_installed
+from hardlinear.runtime.extras import check_installed
 
 TRAINING_PACKAGES = ("hydra", "omegaconf", "pandas")
 """What training and sweeps import (the ``harness`` extra brings them); reloading a model needs none of them."""
 
 
 def require_extra(purpose: str = "training and sweeps (run.py, hardlinear run)") -> None:
-    """:class:`~hardlinear.extras.MissingExtra` naming ``pip install 'hardlinear[harness]'`` when a package of
+    """:class:`~hardlinear.runtime.extras.MissingExtra` naming ``pip install 'hardlinear[harness]'`` when a package of
     :data:`TRAINING_PACKAGES` is absent (looked up without importing it)."""
     check_installed(TRAINING_PACKAGES, extra="harness", purpose=purpose)
 

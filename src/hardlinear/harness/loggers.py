@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hardlinear.atomic import atomic_write_bytes, disk_full
 from hardlinear.harness.results import study_of
+from hardlinear.runtime.atomic import atomic_write_bytes, disk_full
 
 WANDB_MISSING = "the W&B logger needs wandb: pip install 'hardlinear[wandb]' (or use logger=csv)"
 

@@ -4,7 +4,7 @@ on a file system with room for a run's small files. Registered as a Hydra callba
 Why a callback: Hydra creates the output folder and writes ``.hydra/*.yaml`` before the task function runs, so a
 ``hydra.run.dir`` that is a file, or a full disk, would otherwise end in Hydra's own traceback. ``on_run_start`` and
 ``on_multirun_start`` run before those writes; a problem ends the process with one line naming the path and the fix.
-Later writes on a disk that fills up mid-run are :class:`hardlinear.atomic.DiskFull` with the bytes each needed.
+Later writes on a disk that fills up mid-run are :class:`hardlinear.runtime.atomic.DiskFull` with the bytes each needed.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ require_extra()  # before Hydra's imports: a core install gets the pip line, not
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from hardlinear.atomic import _size, free_bytes
 from hardlinear.harness.schemas import output_path_problem
+from hardlinear.runtime.atomic import _size, free_bytes
 
 MIN_FREE_BYTES = 1 * 2**20
 """Space a run needs before it starts: Hydra's config files, ``config.json``, the record and ``metrics.json`` (tens

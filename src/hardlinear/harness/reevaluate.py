@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hardlinear.data import Dataset, atomic_write_bytes, build_dataset
+from hardlinear.problems.datasets import Dataset, atomic_write_bytes, build_dataset
 
 MAX_INPUT_ROWS = 10_000_000
 """Most rows an inputs file may hold (each is solved by the reference solver: far more is a mistake)."""
@@ -92,7 +92,7 @@ def evaluate_run(
     folder holds all of them or none. ``allow_missing_probe`` and ``files`` (the problem files the run read, named by
     the caller): see :func:`hardlinear.load_run`.
     """
-    from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
+    from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method
     from hardlinear.harness import results
     from hardlinear.harness.checkpoint import load_run
     from hardlinear.harness.origin import provenance
@@ -234,7 +234,7 @@ def publish_outputs(out: Path, files: dict[str, bytes], record: dict[str, Any]) 
         os.rename(staging, out)
     except OSError as err:
         raise FileExistsError(f"{out} could not be published ({err}); this evaluation's outputs are whole in {staging}") from None
-    from hardlinear.atomic import fsync_dir
+    from hardlinear.runtime.atomic import fsync_dir
 
     fsync_dir(out.parent)
     return out

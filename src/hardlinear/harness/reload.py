@@ -1,7 +1,7 @@
 """A saved model reloads anywhere: the thread pools pinned as the run had them, and a probe tolerance derived from
 the computation's rounding.
 
-Why: ``run.py`` sizes the BLAS and torch pools from ``threads`` before numpy loads (``hardlinear.threads``), but a
+Why: ``run.py`` sizes the BLAS and torch pools from ``threads`` before numpy loads (``hardlinear.runtime.threads``), but a
 reload in another process (``load_run``, ``evaluate.py``) used every core. LAPACK's SVD of ``G`` (the equality
 projector's basis, rebuilt at reload) and torch's float32 matrix products round differently on another thread
 count, and the probe replay of a dcopf_118 model differed by 4.9e-8 against a 1e-12 tolerance: the model was

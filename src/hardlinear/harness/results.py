@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hardlinear.atomic import atomic_write_bytes, create_exclusive_bytes
+from hardlinear.runtime.atomic import atomic_write_bytes, create_exclusive_bytes
 
 RESULTS_VERSION = 2
 """Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older

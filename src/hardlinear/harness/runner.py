@@ -28,9 +28,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hardlinear.atomic import DiskFull
-from hardlinear.data import atomic_write_bytes, build_dataset
-from hardlinear.evaluation import EvalConfig, divergence_reason, evaluate_method
+from hardlinear.evaluation.metrics import infeasibility
+from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method
 from hardlinear.harness import results
 from hardlinear.harness.checkpoint import save_checkpoint
 from hardlinear.harness.content import short_digest, with_content
@@ -43,8 +42,9 @@ from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.harness.sweep import note_unrecorded_failure
 from hardlinear.methods.base import Context, NotApplicable, check_dtype
-from hardlinear.metrics import infeasibility
 from hardlinear.problems import build_problem, planned_sizes
+from hardlinear.problems.datasets import atomic_write_bytes, build_dataset
+from hardlinear.runtime.atomic import DiskFull
 from hardlinear.solvers import SolverUnavailable
 from hardlinear.train.trainer import TrainerConfig, TrainingDiverged, train
 

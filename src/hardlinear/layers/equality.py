@@ -39,7 +39,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily, InputDependentFamily, JointlyLinearFamily, lift
+from hardlinear.constraints.family import ConstraintFamily, InputDependentFamily, JointlyLinearFamily, lift
 from hardlinear.layers.normal_projection import NormalProjection, cholesky_available
 
 PROJECTOR_FORMS = ("auto", "null", "row")

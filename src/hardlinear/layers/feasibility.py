@@ -52,9 +52,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import DENSE_LIMIT, ConstraintFamily, InputBox, InputDependentFamily, lift, sparse_coo
+from hardlinear.constraints.family import (
+    DENSE_LIMIT,
+    ConstraintFamily,
+    InputBox,
+    InputDependentFamily,
+    lift,
+    sparse_coo,
+)
+from hardlinear.constraints.signed_rows import compact_affine_times, split_times
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
-from hardlinear.signed_rows import compact_affine_times, split_times
 
 GRADIENTS = ("argmax", "ste")
 DOMAIN_POLICIES = ("count", "warn", "error")
@@ -71,7 +78,7 @@ class SlackOperator(nn.Module):
     ``H = [0, -I]``: a slice or an index), ``gather`` (a few nonzeros per row), ``split`` (longer rows in an ``H``
     too large to keep dense, whose long columns are dense enough: those as a dense block, each row once up to sign,
     the rest a sparse product), ``sparse`` (the same without the block), ``dense``, ``batched`` (``H`` depends on x).
-    A large ``h(x)`` is kept compact (:func:`~hardlinear.signed_rows.compact_affine`). Every mode sums each row in
+    A large ``h(x)`` is kept compact (:func:`~hardlinear.constraints.signed_rows.compact_affine`). Every mode sums each row in
     the dtype asked for, in its own order: the layer's rounding guard bounds any order's error.
     """
 

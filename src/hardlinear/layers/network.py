@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import InputBox
+from hardlinear.constraints.family import InputBox
 
 
 class Standardize(nn.Module):

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily, InputDependentFamily
+from hardlinear.constraints.family import ConstraintFamily, InputDependentFamily
 from hardlinear.errors import NotApplicable
 from hardlinear.layers.dr_loop import AffineProjection, ProxData, iterate
 from hardlinear.layers.equality import Float64Constants, constant_lhs
@@ -283,7 +283,7 @@ class PinetRefinement(nn.Module):
                                        B_ineq_T=np.asarray(family.B_ineq, dtype=np.float64).T)
 
     def forward(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        from hardlinear.constraints import lift
+        from hardlinear.constraints.family import lift
 
         B_eq_T, B_ineq_T = self.consts.get(("B_eq_T", "B_ineq_T"), y)
         x = lift(xi.to(y.dtype))

@@ -34,7 +34,7 @@ def constant_rows_T(family):
     """``G'`` and ``H'`` (buffers ``G_T``, ``H_T`` of a :class:`~hardlinear.layers.equality.Float64Constants`: moved
     with the method, cast once per dtype and device) where both are constant and small enough to multiply densely,
     for the closed-form inference path of :func:`hardlinear.layers.peers.fsnet.lbfgs_linear`; else None."""
-    from hardlinear.constraints import DENSE_LIMIT
+    from hardlinear.constraints.family import DENSE_LIMIT
     from hardlinear.layers.equality import Float64Constants, constant_lhs
 
     n = family.n

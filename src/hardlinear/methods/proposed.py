@@ -221,7 +221,7 @@ class Proposed(Method):
     def _output_bounds(problem) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
         """The box the compact constraints state on each original variable (``output_scale``); the form's appended
         slacks are left unscaled."""
-        from hardlinear.constraints import constant_variable_bounds
+        from hardlinear.constraints.family import constant_variable_bounds
 
         lo, hi = constant_variable_bounds(problem.compact)
         pad = np.full(problem.n - len(lo), np.inf)

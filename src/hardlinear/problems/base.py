@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import ConstraintFamily, InputBox, standard_form
+from hardlinear.constraints.family import ConstraintFamily, InputBox, standard_form
 
 Form = Literal["standard", "inequality"]
 ObjectiveKind = Literal["lp", "qp"]  # what a configurable problem (DC-OPF, portfolio) offers
@@ -217,7 +217,7 @@ class Problem:
                 parts += [arr.indptr, arr.indices, arr.data, np.asarray(arr.shape)]
             else:
                 parts += [np.asarray(arr), np.asarray(np.shape(arr))]
-        if getattr(fam, "polytope", None) is not None:  # an input polytope (hardlinear.polytope) is part of the set
+        if getattr(fam, "polytope", None) is not None:  # an input polytope (hardlinear.constraints.polytope) is part of the set
             parts += fam.polytope.fingerprint_parts()
         for arr in parts:
             h.update(np.ascontiguousarray(arr).tobytes())

@@ -48,9 +48,9 @@ from functools import lru_cache
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
-from hardlinear.extras import require
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, ObjectiveKind, Problem
+from hardlinear.runtime.extras import require
 
 log = logging.getLogger(__name__)
 

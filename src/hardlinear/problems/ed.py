@@ -59,7 +59,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import torch
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
 from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
@@ -206,8 +206,8 @@ class EconomicDispatch(Problem):
     def _recipe_polytope(self):
         """The recipe's set in ``xi`` (module docstring): ``(1 - e) rho_i <= (1 + e) rho_j`` for ``i != j``, with
         ``rho = centre + R xi`` and ``R`` the unshrunk half-width (``sample``'s map), checked by
-        :func:`~hardlinear.polytope.make_input_set`."""
-        from hardlinear.polytope import make_input_set
+        :func:`~hardlinear.constraints.polytope.make_input_set`."""
+        from hardlinear.constraints.polytope import make_input_set
 
         k, e, R = len(self.load_bus), self.load_noise, self.half_width / self.uncertainty
         i, j = np.nonzero(~np.eye(k, dtype=bool))
@@ -231,9 +231,9 @@ class EconomicDispatch(Problem):
     def _recipe_total_slab(self):
         """The box cut to the recipe's total-load range: ``S_lo <= sum_i pd0_i (m + r xi_i) <= S_hi``, padded by
         ``1e-12`` relative so that a draw at an end is not put outside by rounding. Built directly, not by
-        :func:`~hardlinear.polytope.make_input_set` (2k LPs at case6470): its bounding box is the box (module
+        :func:`~hardlinear.constraints.polytope.make_input_set` (2k LPs at case6470): its bounding box is the box (module
         docstring) and its interior is not empty (``S_lo < S_hi``, checked)."""
-        from hardlinear.polytope import InputPolytope
+        from hardlinear.constraints.polytope import InputPolytope
 
         pd0 = self.network.pd[self.load_bus]
         low, high = self.recipe_total_range()

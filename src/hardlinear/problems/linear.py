@@ -23,12 +23,12 @@ plus ``M_shape`` (``scipy.sparse.csr_matrix`` attributes). Shapes are checked be
 every error names the key and the fix. From Python, :class:`LinearProblem` takes the same arrays directly.
 
 With ``A_in, b_in`` the input set is that polytope (bounded, with an interior: checked, see
-:mod:`hardlinear.polytope`): the decision rule is robust over it, seeded samples are drawn uniformly from it (by
+:mod:`hardlinear.constraints.polytope`): the decision rule is robust over it, seeded samples are drawn uniformly from it (by
 rejection from its bounding box), given inputs must lie in it, and the cost-aware rule uses its uniform moments.
 ``scripts/audit_guarantee.py``'s box vertices and box-clamped attacks do not apply to it (the audit refuses it).
 
 Fixed inputs replace the seeded samples of their split: ``val_inputs`` and ``test_inputs`` become the
-validation and test sets, ``train_inputs`` the trainer's training set (see :mod:`hardlinear.data` and
+validation and test sets, ``train_inputs`` the trainer's training set (see :mod:`hardlinear.problems.datasets` and
 ``hardlinear.train.trainer``). The variables are free (add bounds as rows of ``H``); the default form is
 ``inequality`` (the constraints as given; ``form=standard`` appends a slack per inequality row).
 
@@ -48,8 +48,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hardlinear.arrays import check_magnitudes, real_array
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.arrays import check_magnitudes, real_array
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 
 SPLIT_KEYS = {"train": "train_inputs", "val": "val_inputs", "test": "test_inputs"}
@@ -292,7 +292,7 @@ def _input_set(arrays: Mapping[str, Any]) -> tuple[InputBox, Any]:
         box = InputBox(_vector(arrays, "lo", lo.size), _vector(arrays, "hi", lo.size))
     if not all(has_poly):
         return box, None
-    from hardlinear.polytope import bounded_input_set
+    from hardlinear.constraints.polytope import bounded_input_set
 
     A = check_magnitudes(real_array(arrays["A_in"], "A_in"), "A_in")
     polytope, blo, bhi = bounded_input_set(A, check_magnitudes(real_array(arrays["b_in"], "b_in"), "b_in"), *((box.lo, box.hi) if box else (None, None)))
@@ -320,8 +320,8 @@ class LinearProblem(Problem):
         self.variable_names, self.eq_names, self.ineq_names = names["variable_names"], names["eq_names"], names["ineq_names"]
         self.cost_moments = None  # the cost-aware rule's expectation: the box's closed form, or the polytope's samples
         if family.polytope is not None:
-            from hardlinear.moments import sample_moments
-            from hardlinear.polytope import MOMENT_SAMPLES
+            from hardlinear.constraints.moments import sample_moments
+            from hardlinear.constraints.polytope import MOMENT_SAMPLES
 
             self.cost_moments = sample_moments(family.polytope.sample(MOMENT_SAMPLES, self.box.lo, self.box.hi, seed=0))
 
@@ -329,6 +329,6 @@ class LinearProblem(Problem):
         """``n`` inputs ``(n, k)`` uniform on the input set: the box, or the polytope (rejection from its box)."""
         if self.compact.polytope is None:
             return super().sample(n, generator=generator, dtype=dtype)
-        from hardlinear.polytope import sample_inside
+        from hardlinear.constraints.polytope import sample_inside
 
         return sample_inside(self.compact.polytope, self.box, n, generator, dtype)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox, InputDependentFamily
+from hardlinear.constraints.family import InputBox, InputDependentFamily
 from hardlinear.problems.base import Form, Objective, ObjectiveKind, Problem
 
 # The paper's five bonds, in the order of its published data.

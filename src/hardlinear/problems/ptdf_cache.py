@@ -20,7 +20,7 @@ import numpy as np
 import scipy
 from filelock import FileLock
 
-from hardlinear.atomic import atomic_write_bytes
+from hardlinear.runtime.atomic import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 VERSION = 1

@@ -211,6 +211,6 @@ def study_report(df, study: str, defaults: Mapping[str, Any] | None = None) -> s
 
 def write_report(df, out_dir: str | os.PathLike, study: str, defaults: Mapping[str, Any] | None = None) -> Path:
     """Write ``out_dir/index.html`` of one study (atomically); returns its path."""
-    from hardlinear.atomic import atomic_write_bytes
+    from hardlinear.runtime.atomic import atomic_write_bytes
 
     return atomic_write_bytes(Path(out_dir) / REPORT_FILE, study_report(df, study, defaults).encode())

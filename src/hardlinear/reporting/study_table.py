@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hardlinear.metrics import FEASIBILITY_TOL
+from hardlinear.evaluation.metrics import FEASIBILITY_TOL
 from hardlinear.reporting.labels import method_label, method_order, problem_title
 from hardlinear.reporting.render import Block, Cell, Table, render_latex, render_markdown
 from hardlinear.reporting.stats import check_one_setting, fmt_sci, of_key, summarize, with_keys
@@ -314,7 +314,7 @@ def render_csv(tidy: list[dict[str, Any]]) -> str:
 
 def write_study_table(df, out_dir: str | os.PathLike, study: str, defaults: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Write ``study.md``, ``study.tex`` and ``study.csv`` of one study's rows into ``out_dir``; returns the paths."""
-    from hardlinear.atomic import atomic_write_bytes
+    from hardlinear.runtime.atomic import atomic_write_bytes
 
     table, tidy = build_study_table(df, study, defaults)
     out_dir = Path(out_dir)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox
-from hardlinear.moments import input_moments, sample_moments  # noqa: F401 - re-exported
+from hardlinear.constraints.family import InputBox
+from hardlinear.constraints.moments import input_moments, sample_moments  # noqa: F401 - re-exported
 
 RULE_OBJECTIVES = ("margin", "cost")
 

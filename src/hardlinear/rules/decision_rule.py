@@ -26,9 +26,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hardlinear.atomic import atomic_write_bytes
-from hardlinear.constraints import lift
+from hardlinear.constraints.family import lift
 from hardlinear.rules.free_slack import eliminate_free_slacks
+from hardlinear.runtime.atomic import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +432,7 @@ def solve_decision_rule(
     with ``t* > -WEAK_MARGIN`` is accepted with a warning (the paper's portfolio at uncertainty 0.4 sits
     exactly at ``t* = 0``: its rule is feasible only up to the solver's accuracy, ~1e-8).
     ``problem``: a :class:`~hardlinear.problems.base.Problem`, or constraints alone (a
-    :class:`~hardlinear.user_constraints.LinearConstraints` or a :class:`~hardlinear.constraints.ConstraintFamily`).
+    :class:`~hardlinear.problems.user.LinearConstraints` or a :class:`~hardlinear.constraints.family.ConstraintFamily`).
     ``rule_objective``: "margin" (the paper: maximise ``t``) or "cost" (beyond the paper: keep
     ``t >= margin_fraction * t*`` and minimise the rule's expected objective over the box; docs/cost_aware_rule.md).
     ``max_margin``: the cap on an unbounded margin (see :func:`~hardlinear.rules.robust_lp.solve_robust_lp`).
@@ -440,7 +440,7 @@ def solve_decision_rule(
     ``device``: where the "reduced" solver's Newton steps run ("cpu" or "cuda"; other solvers take "cpu" only).
     It is not part of the cache key: a rule is cached by what it is, and its verified ``t*`` is what counts.
     """
-    from hardlinear.user_constraints import as_rule_target
+    from hardlinear.problems.user import as_rule_target
 
     problem = as_rule_target(problem)
     _rule_cost(problem, rule_objective)  # a bad objective option fails before any solving
@@ -842,7 +842,7 @@ def check_cache_path(path: Path, cache_dir: str | os.PathLike) -> None:
 
 
 def _save_cached(path: Path, rule: DecisionRule) -> None:
-    """Atomic write (``hardlinear.atomic``) of ``MAGIC | sha256(payload) | payload``."""
+    """Atomic write (``hardlinear.runtime.atomic``) of ``MAGIC | sha256(payload) | payload``."""
     arrays = {"linear": rule.linear.detach().cpu().to(torch.float64).numpy()}
     if rule.quadratic is not None:
         arrays["quadratic"] = rule.quadratic.detach().cpu().to(torch.float64).numpy()

@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import JointlyLinearFamily
-from hardlinear.sparse_products import sparse_times_dense
+from hardlinear.constraints.family import JointlyLinearFamily
+from hardlinear.rules.sparse_products import sparse_times_dense
 
 # Relative pad on each dropped row's requirement (times the row's terms' size): rounding in the verification
 # of a row's margin is ~1e-16 of that size.

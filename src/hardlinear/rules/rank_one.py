@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.rules.robust_lp import RuleSolution, solve_robust_lp
-from hardlinear.sparse_products import sparse_times_dense
+from hardlinear.rules.sparse_products import sparse_times_dense
 
 log = logging.getLogger(__name__)
 

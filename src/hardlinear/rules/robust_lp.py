@@ -33,7 +33,7 @@ Beyond the paper (docs/cost_aware_rule.md): an **unbounded margin** (``C(x)`` wi
 loosens every row) is detected before solving and capped, and the smallest rule at the cap is returned, so both
 solvers report the same; a **cost stage** (``cost=``) keeps ``t >= rho t*`` and minimises the rule's expected
 objective over the box (a linear or convex quadratic function of ``W``), with the same row generation; an
-**input polytope** (``family.polytope``, :mod:`hardlinear.polytope`) replaces each row's closed-form worst case by
+**input polytope** (``family.polytope``, :mod:`hardlinear.constraints.polytope`) replaces each row's closed-form worst case by
 its LP dual (one multiplier vector per row, :func:`_polytope_working_set_lp`) and the float64 check by a certified
 HiGHS bound (:func:`verified_row_margins`).
 
@@ -53,9 +53,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.rules.cost import RuleCost
-from hardlinear.sparse_products import sparse_times_dense
+from hardlinear.rules.sparse_products import sparse_times_dense
 
 log = logging.getLogger(__name__)
 
@@ -223,10 +223,10 @@ class ProgramUnbounded(RuntimeError):
 
 def _expression_margins(red: _Reduced, W: np.ndarray) -> np.ndarray:
     """Worst-case margin of every expression ``(E,)`` (min of its two rows) for ``W: (d, 1 + q)``: in closed form
-    over a box, by the certified LP bound of :func:`hardlinear.polytope.support` over a polytope."""
+    over a box, by the certified LP bound of :func:`hardlinear.constraints.polytope.support` over a polytope."""
     if red.poly is None:
         return _box_expression_margins(red, W)
-    from hardlinear.polytope import support
+    from hardlinear.constraints.polytope import support
 
     A = red.M @ W
     a = A[:, 1:] + red.C  # the upper row's slack is R_up - A_0 - a'u, the lower row's R_lo + A_0 + a'u
@@ -912,11 +912,11 @@ def verified_row_margins(
 ) -> np.ndarray:
     """``(m_ineq,)``: ``min_{xi in X} (B_ineq - H F)_i x / w_i`` in float64: in closed form over the box ``X``, or,
     given an input ``polytope`` (whose bounding box is ``box``), the certified LP bound of
-    :func:`hardlinear.polytope.support` (a lower bound on the worst slack whatever HiGHS's tolerances; within
+    :func:`hardlinear.constraints.polytope.support` (a lower bound on the worst slack whatever HiGHS's tolerances; within
     ``~1e-9`` relative of the exact value in the tests), or for a slab its exact closed form
-    (:func:`hardlinear.polytope.slab_support`). Over the box or a slab, ``chunk`` rows at a time
+    (:func:`hardlinear.constraints.polytope.slab_support`). Over the box or a slab, ``chunk`` rows at a time
     (``MARGIN_CHUNK_ROWS`` by default)."""
-    from hardlinear.polytope import as_slab, slab_support, support
+    from hardlinear.constraints.polytope import as_slab, slab_support, support
 
     k = box.k  # u-coordinates of the bounding box, where |u| <= 1 on the set
     slab = None if polytope is None else as_slab(polytope)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import JointlyLinearFamily
+from hardlinear.constraints.family import JointlyLinearFamily
 from hardlinear.rules.reduced import verified_row_margins_chunked
 from hardlinear.rules.reduced.elimination import _u_coordinates
 from hardlinear.rules.robust_lp import ProgramInfeasible, ProgramUnbounded, RuleSolution, find_expression_pairs

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from hardlinear.constraints import InputBox, InputDependentFamily
+from hardlinear.constraints.family import InputBox, InputDependentFamily
 from hardlinear.rules.robust_lp import ProgramInfeasible, RuleSolution
 
 SDP_SOLVERS = ("clarabel", "scs")
@@ -165,7 +165,7 @@ def _sdp_cost_stage(family, cost, fraction, problem, F, t, Lam, F1, margins1, we
     box, :mod:`hardlinear.rules.cost`); returns ``(F, Lambda, certified margins, status, info)``."""
     import cvxpy as cp
 
-    from hardlinear.moments import input_moments
+    from hardlinear.constraints.moments import input_moments
     from hardlinear.rules.cost import expected_cost
 
     if cost.c.shape != (family.n,):

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from hardlinear.allocator import keep_large_blocks
-from hardlinear.data import Dataset
+from hardlinear.evaluation.metrics import evaluate
 from hardlinear.methods.base import Context, Method
-from hardlinear.metrics import evaluate
+from hardlinear.problems.datasets import Dataset
+from hardlinear.runtime.allocator import keep_large_blocks
 
 log = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ def _check_top(check: _Checker, data: dict, stored: bool = False) -> None:
         check.need_known_keys("network", list(data["network"]), list(hints))
         check.check_section("network", data["network"], hints, NETWORK_RANGES, {"activation": tuple(ACTIVATIONS)})
     if ok.get("eval"):
-        from hardlinear.evaluation import EvalConfig
+        from hardlinear.evaluation.protocol import EvalConfig
 
         hints = _dataclass_hints(EvalConfig)
         check.need_known_keys("eval", list(data["eval"]), list(hints))

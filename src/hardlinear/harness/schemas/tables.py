@@ -37,7 +37,7 @@ class Range:
 
 
 POSITIVE, NON_NEGATIVE, AT_LEAST_1 = Range(lo=0, lo_open=True), Range(lo=0), Range(lo=1)
-MAX_THREADS = 1024  # = hardlinear.threads.MAX_THREADS (that module sizes the pools before this one may load)
+MAX_THREADS = 1024  # = hardlinear.runtime.threads.MAX_THREADS (that module sizes the pools before this one may load)
 """Most ``threads`` a run may ask for: more than any node's cores (a larger count only oversubscribes, and
 ``threads=100000`` made OpenBLAS fail to allocate its buffers and the process segfault)."""
 MAX_ITERATIONS = 100_000

@@ -32,7 +32,7 @@ import scipy.linalg as sla
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily, InputDependentFamily, lift
+from hardlinear.constraints.family import ConstraintFamily, InputDependentFamily, lift
 
 # A column (row) counts towards the rank when its pivot exceeds this fraction of the largest pivot.
 RANK_TOL = 1e-10

@@ -35,7 +35,7 @@ import scipy.optimize
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily
+from hardlinear.constraints.family import ConstraintFamily
 from hardlinear.errors import NotApplicable
 from hardlinear.layers.feasibility import _module_dtype
 from hardlinear.layers.peers.reduced import ReducedInequalities, check_inputs

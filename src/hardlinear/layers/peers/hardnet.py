@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily
+from hardlinear.constraints.family import ConstraintFamily
 from hardlinear.errors import NotApplicable
 from hardlinear.layers.equality import Float64Constants
 from hardlinear.layers.peers.reduced import ReducedInequalities, check_inputs

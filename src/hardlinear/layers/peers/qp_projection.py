@@ -26,9 +26,9 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily
-from hardlinear.extras import install_hint
+from hardlinear.constraints.family import ConstraintFamily
 from hardlinear.layers.equality import constant_lhs
+from hardlinear.runtime.extras import install_hint
 
 SOLVE_METHODS = ("Clarabel", "SCS", "ECOS")
 

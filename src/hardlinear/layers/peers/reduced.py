@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import ConstraintFamily, InputDependentFamily, lift
+from hardlinear.constraints.family import ConstraintFamily, InputDependentFamily, lift
 from hardlinear.errors import NotApplicable
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
 from hardlinear.layers.feasibility import SlackOperator

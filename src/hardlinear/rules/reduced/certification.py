@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox
+from hardlinear.constraints.family import InputBox
 from hardlinear.rules.reduced.settings import VERIFY_CHUNK_ROWS
 from hardlinear.rules.robust_lp import _expression_margins, _Reduced, verified_row_margins
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import InputBox, JointlyLinearFamily
+from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.rules.robust_lp import _reduce, _Reduced, find_expression_pairs
 from hardlinear.rules.sparse_elimination import normal_lu, null_basis
 

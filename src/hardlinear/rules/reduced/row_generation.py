@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.constraints import JointlyLinearFamily
+from hardlinear.constraints.family import JointlyLinearFamily
 from hardlinear.rules.reduced.certification import (
     _best_offset,
     _polished,

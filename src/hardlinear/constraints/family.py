@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hardlinear.signed_rows import compact_affine, compact_affine_times, split_long_columns, split_times
+from hardlinear.constraints.signed_rows import compact_affine, compact_affine_times, split_long_columns, split_times
 
 # A dense torch copy is used below this many matrix entries, a sparse CSR one above: at batch sizes of a
 # few hundred, dense matmul wins on CPU for the paper's cases; sparse keeps 2000-bus cases in memory.
@@ -201,11 +201,11 @@ class ConstraintFamily(ABC):
         return self._cache[key]
 
     def compact_rhs(self) -> dict[str, np.ndarray]:
-        """:func:`~hardlinear.signed_rows.compact_affine` of ``B_ineq``, made once (its rows are hashed one by one)."""
+        """:func:`~hardlinear.constraints.signed_rows.compact_affine` of ``B_ineq``, made once (its rows are hashed one by one)."""
         return self.cached("B_ineq compact", lambda: compact_affine(np.asarray(self.B_ineq, dtype=np.float64)))
 
     def long_column_split(self, H: sp.spmatrix) -> dict | None:
-        """:func:`~hardlinear.signed_rows.split_long_columns` of the family's constant ``H`` (given: its sparse
+        """:func:`~hardlinear.constraints.signed_rows.split_long_columns` of the family's constant ``H`` (given: its sparse
         form), made once per threshold."""
         key = ("H split", SPLIT_LONG_ABOVE, SPLIT_FLOATS_PER_NONZERO)
         return self.cached(key, lambda: split_long_columns(H, SPLIT_LONG_ABOVE, SPLIT_FLOATS_PER_NONZERO))
@@ -263,7 +263,7 @@ class JointlyLinearFamily(ConstraintFamily):
     B_eq: np.ndarray = None  # type: ignore[assignment]
     H: sp.csr_matrix = None  # type: ignore[assignment]
     B_ineq: np.ndarray = None  # type: ignore[assignment]
-    # The input set is the polytope when one is given (hardlinear.polytope; ``box`` is then its bounding box)
+    # The input set is the polytope when one is given (hardlinear.constraints.polytope; ``box`` is then its bounding box)
     polytope: Any = None
 
     def __post_init__(self) -> None:
@@ -300,7 +300,7 @@ class JointlyLinearFamily(ConstraintFamily):
         return Hy - self.ineq_rhs(xi.to(y.dtype))
 
     def _split_H(self, like: torch.Tensor) -> tuple | None:
-        """A large ``H`` whose long columns are full enough as :func:`~hardlinear.signed_rows.split_long_columns`'s
+        """A large ``H`` whose long columns are full enough as :func:`~hardlinear.constraints.signed_rows.split_long_columns`'s
         parts, as tensors like ``like`` (the arguments of ``split_times`` after ``y``); None for the others."""
         key = ("H split", like.device, like.dtype)
         if key not in self._cache:

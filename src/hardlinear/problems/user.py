@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hardlinear.arrays import check_magnitudes, real_array
-from hardlinear.constraints import ConstraintFamily, InputBox, InputDependentFamily, JointlyLinearFamily
+from hardlinear.constraints.arrays import check_magnitudes, real_array
+from hardlinear.constraints.family import ConstraintFamily, InputBox, InputDependentFamily, JointlyLinearFamily
 
 Matrix = np.ndarray | sp.spmatrix
 Side = np.ndarray | tuple | Callable[[np.ndarray], Any] | None
@@ -46,7 +46,7 @@ class LinearConstraints:
             ``(c0 (n,), C (n, k))`` for ``c0 + C theta``, or a callable ``theta -> (n,)`` affine in ``theta``.
         Q: the objective's ``(n, n)`` symmetric PSD matrix (optional).
         A_in: an input polytope ``{theta : A_in theta <= b_in}``, ``(p, k)``, cut by the box when both are
-            given. It must be bounded with a non-empty interior (checked, :mod:`hardlinear.polytope`); the rule is
+            given. It must be bounded with a non-empty interior (checked, :mod:`hardlinear.constraints.polytope`); the rule is
             then robust over the polytope (LP duality per row), not over its bounding box, and the layer counts
             inputs outside the polytope as out of domain. Needs constant ``G`` and ``H``.
         b_in: the polytope's right-hand side, ``(p,)``.
@@ -193,7 +193,7 @@ def _input_set(lo: Any, hi: Any, A_in: Any, b_in: Any) -> tuple[InputBox, Any]:
     box = _box(lo, hi) if lo is not None else None
     if A_in is None:
         return box, None
-    from hardlinear.polytope import bounded_input_set
+    from hardlinear.constraints.polytope import bounded_input_set
 
     A = _finite(_real(A_in, "A_in"), "A_in")
     b = _finite(_real(b_in, "b_in"), "b_in")
@@ -227,8 +227,8 @@ def _cost_side(c: Any, n: int, k: int, box: InputBox) -> tuple[Any, np.ndarray |
 def _cost_moments(inputs: Any, box: InputBox, polytope: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """``(E[x], E[x x'])`` for the cost-aware rule: of the given inputs, of uniform samples of a polytope, or None
     (the box's closed form)."""
-    from hardlinear.moments import sample_moments
-    from hardlinear.polytope import MOMENT_SAMPLES
+    from hardlinear.constraints.moments import sample_moments
+    from hardlinear.constraints.polytope import MOMENT_SAMPLES
 
     if inputs is None:
         return None if polytope is None else sample_moments(polytope.sample(MOMENT_SAMPLES, box.lo, box.hi, seed=0))
@@ -267,7 +267,7 @@ def _real(value: Any, name: str) -> np.ndarray:
 
 
 def _finite(arr: np.ndarray, name: str) -> np.ndarray:
-    """``arr`` when every entry is finite and within float64's working range (:mod:`hardlinear.arrays`)."""
+    """``arr`` when every entry is finite and within float64's working range (:mod:`hardlinear.constraints.arrays`)."""
     if not np.all(np.isfinite(arr)):
         where = np.argwhere(~np.isfinite(arr))[0].tolist()
         raise ValueError(f"{name} has a NaN or inf entry (first at index {where}): every coefficient must be finite")

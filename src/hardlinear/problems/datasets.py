@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from filelock import FileLock, Timeout
 
-from hardlinear.atomic import atomic_write_bytes  # noqa: F401 - re-exported: harness, checkpoints
+from hardlinear.runtime.atomic import atomic_write_bytes  # noqa: F401 - re-exported: harness, checkpoints
 
 log = logging.getLogger(__name__)
 

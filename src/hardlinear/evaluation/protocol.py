@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hardlinear.data import Dataset
+from hardlinear.evaluation.metrics import instance_metrics, summarize
 from hardlinear.methods.base import Context, Method
-from hardlinear.metrics import instance_metrics, summarize
+from hardlinear.problems.datasets import Dataset
 
 
 @dataclass

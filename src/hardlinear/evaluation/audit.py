@@ -18,7 +18,7 @@ task output", so random test sets say little about it. The audit looks where it 
   ``Proposed(layer_dtype="float32")``; another safe network is cast).
 
 Every output is evaluated in float64 (at the input the layer saw, i.e. after rounding ``xi`` to its dtype),
-with the relative residuals of :mod:`hardlinear.metrics` (``||r||_2 / (1 + ||rhs||_2)``) and the per-row
+with the relative residuals of :mod:`hardlinear.evaluation.metrics` (``||r||_2 / (1 + ||rhs||_2)``) and the per-row
 ratios of the layer's docstring (``|G_i y - g_i| / (eps (||G_i||_1 ||y||_inf + |g_i|))``, documented <= 16).
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hardlinear.constraints import JointlyLinearFamily, lift
+from hardlinear.constraints.family import JointlyLinearFamily, lift
 from hardlinear.layers.feasibility import FeasibilityLayer
 
 INPUT_SETS = ("uniform", "vertices", "attack")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hardlinear.constraints import InputBox
+from hardlinear.constraints.family import InputBox
 
 
 def input_moments(box: InputBox) -> tuple[np.ndarray, np.ndarray]:

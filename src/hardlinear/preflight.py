@@ -1,5 +1,0 @@
-"""Moved to :mod:`hardlinear.harness.preflight`; this old path warns (``DeprecationWarning``) and will be removed."""
-
-from hardlinear._moved import alias
-
-alias(__name__)

@@ -36,7 +36,7 @@ def main() -> int:
     roots = [csv, ROOT / "results"]
     make_tables(roots, folder / "tables", study=STUDY)
     make_figures(roots, folder / "figures", study=STUDY)
-    code = subprocess.call([sys.executable, "scripts/provenance.py", "--results", str(csv), "--out", str(folder / "provenance.json")],
+    code = subprocess.call([sys.executable, "scripts/provenance.py", "--results", csv.relative_to(ROOT).as_posix(), "--out", str(folder / "provenance.json")],
                            cwd=ROOT, stdout=subprocess.DEVNULL)
     if code:
         print(f"error: scripts/provenance.py exited with {code}", file=sys.stderr)

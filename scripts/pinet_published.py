@@ -4,7 +4,7 @@ Why: issue 41 compares our reimplementation with the numbers Pinet's authors com
 as data with their source. The result files hold per-instance objectives and violations but only the *mean* optimum;
 the per-instance optima come from the test dataset file committed beside them (same 833 DC3 test inputs, checked).
 
-    python scripts/pinet_published.py --git-dir /work/.mirror/antonioterpin+pinet/repo
+    python scripts/pinet_published.py --git-dir <a clone of antonioterpin/pinet>/.git
 """
 
 from __future__ import annotations

@@ -87,6 +87,17 @@ def test_a_record_is_written_once_and_read_back_verified(tmp_path):
     assert len([n for n in names if n.startswith("record.conflict-")]) == 1
 
 
+def test_a_record_stores_its_run_dir_relative_to_its_results_root_and_is_read_where_it_now_lies(tmp_path):
+    """A results folder is data that moves: the stored run_dir names no machine, and a moved folder still reads."""
+    root = tmp_path / "res"
+    path = results.write_record(root / "sweep" / "3-run", {**record(3, results_dir=str(root)), "row": {**record(3)["row"], "run_dir": str(root / "sweep" / "3-run")}})
+    assert json.loads(path.read_text())["row"]["run_dir"] == "sweep/3-run"
+    moved = tmp_path / "elsewhere"
+    root.rename(moved)
+    (row,) = results.load_records([moved]).to_dict("records")
+    assert row["run_dir"] == str(moved / "sweep" / "3-run")
+
+
 def test_non_finite_metrics_survive_the_round_trip(tmp_path):
     rec = record(0)
     rec["row"]["test/gap_mean"] = float("inf")

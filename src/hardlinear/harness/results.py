@@ -203,9 +203,12 @@ def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     ``record`` needs ``identity``, ``study``, ``status`` (one of ``STATUSES``), ``row`` and ``config``; a
     status other than ``ok`` needs a ``reason``. ``schema``, ``results_version`` and ``checksum`` are added.
     A run directory holds one record: a second write raises ``FileExistsError`` (records are never edited).
+    The row's ``run_dir`` is stored relative to the results root (:func:`stored_run_dir`).
     """
     run_dir = Path(run_dir)
     body = _jsonable(dict(record))
+    if isinstance(body.get("row"), dict) and isinstance(body.get("config"), dict):
+        body["row"] = {**body["row"], "run_dir": stored_run_dir(run_dir, body["config"].get("results_dir"))}
     for key in ("identity", "study", "status", "row", "config"):
         if key not in body:
             raise ValueError(f"a record needs {key!r}; got keys {sorted(body)}")
@@ -229,6 +232,15 @@ def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
         f"{final} exists (another run wrote it first): a run directory holds one record, never rewritten. This run's "
         f"record was kept, unread by the loader, as {kept}; give each run its own directory (hydra.run.dir=...)"
     )
+
+
+def stored_run_dir(run_dir: str | os.PathLike, results_root: str | os.PathLike | None) -> str:
+    """``run_dir`` as a record stores it: relative to the run's results root (``results_dir``; the working directory
+    when there is none). Why: a record is data that moves (a results folder copied, shared or committed), and an
+    absolute path names the machine that made it; the loader takes a run's directory from where its record is
+    found, so the stored one only says where the run sat inside its results folder."""
+    root = Path(results_root) if results_root not in (None, "") else Path.cwd()
+    return Path(os.path.relpath(Path(run_dir).absolute(), root.absolute())).as_posix()
 
 
 def _keep_beside(run_dir: Path, body: Mapping[str, Any], data: bytes) -> Path:
@@ -411,7 +423,7 @@ def record_row(path: Path, body: Mapping[str, Any]) -> dict[str, Any]:
         "results_version": body.get("results_version", ""), "reason": body.get("reason", ""), "record": str(path),
     })
     row.setdefault("config_hash", body["identity"])
-    row.setdefault("run_dir", str(path.parent))
+    row["run_dir"] = str(path.parent)  # where the run's files are now; the record stores it relative to its root
     row.update({CONFIG_PREFIX + k: v for k, v in flatten(body["config"]).items()})
     return row
 

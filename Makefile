@@ -12,7 +12,7 @@ ARGS ?=
 JOBS ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables tables figures report aggregate bench bench-quick gpu-check sizes clean
+.PHONY: help install run test test-slow lint docs check-wheel data paper paper-tables artifacts check-artifacts tables figures report aggregate bench bench-quick gpu-check sizes clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -71,6 +71,18 @@ paper: install  ## run every paper experiment (long: see README "Reproduce the p
 
 paper-tables: install  ## the committed reproduction: tables, figures and provenance of the paper study (results/paper)
 	$(PY) scripts/paper_snapshot.py $(ARGS)
+
+artifacts: paper-tables  ## every committed derived file (tables, figures, captions, summaries) rewritten from the committed records
+	$(PY) scripts/ed_table.py --out results/ed/table.md --inference results/ed/inference.json results/ed/inference_89.json results/ed/inference_large.json
+	$(PY) scripts/dc3_table.py --out results/dc3/table.md
+	$(PY) scripts/peers2026_frontier.py --figure results/peers2026/frontier.png
+
+# CI: what the current code writes from the committed records is what is committed (and tables/figures still build)
+check-artifacts: artifacts  ## regenerate every derived file, build every study's tables and figures, then fail on any difference from git
+	$(MAKE) --no-print-directory tables OUT=$(or $(TMPOUT),results/tables)
+	$(MAKE) --no-print-directory figures OUT=$(or $(TMPOUT),results/figures)
+	@git diff --exit-code --stat -- results || { echo "check-artifacts: the files above differ from what the current code writes from the committed records: run 'make artifacts' and commit them"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- results)" || { git status --short -- results | head -20; echo "check-artifacts: untracked derived files (commit them or ignore them)"; exit 1; }
 
 # Selection shared by tables, figures and aggregate: RESULTS (roots: record dirs and legacy CSVs), STUDY, WHERE.
 RESULTS ?= results results/paper/runs.csv

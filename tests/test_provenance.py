@@ -24,12 +24,18 @@ def test_snapshot_reads_the_previous_file_including_the_old_format(tmp_path):
     csv.write_text("git_sha,timestamp,device,train/time_s\nabc,2026-11-22T00:00:00Z,cpu:x86_64,5.0\n")
     out = tmp_path / "provenance.json"
     out.write_text(json.dumps({"packages": {"highspy": "0.0.1-old"}, "machine": {"cpu": "an older CPU"}}))
-    subprocess.run([sys.executable, "scripts/provenance.py", "--results", str(csv), "--out", str(out)], cwd=ROOT, check=True, capture_output=True)
+    command = [sys.executable, "scripts/provenance.py", "--results", str(csv), "--out", str(out)]
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
     record = json.loads(out.read_text())
-    assert "0.0.1-old" in record["packages_seen"]["highspy"] and record["packages"]["highspy"] in record["packages_seen"]["highspy"]
-    assert record["packages"]["highspy"] != "0.0.1-old"
-    assert "an older CPU" in record["machines_seen"]["cpu"]
+    assert record["packages_seen"]["highspy"] == ["0.0.1-old"] and record["machines_seen"]["cpu"] == ["an older CPU"]
     assert record["train_offline_and_data_seconds"] == 5.0
+    before = out.read_bytes()
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+    assert out.read_bytes() == before  # regenerated from the same results: the same bytes (CI's check-artifacts)
+    subprocess.run(command + ["--add-environment"], cwd=ROOT, check=True, capture_output=True)
+    record = json.loads(out.read_text())
+    assert "0.0.1-old" in record["packages_seen"]["highspy"] and len(record["packages_seen"]["highspy"]) == 2
+    assert "an older CPU" in record["machines_seen"]["cpu"] and len(record["machines_seen"]["cpu"]) == 2
 
 
 def test_the_commit_is_read_once_per_process(monkeypatch):

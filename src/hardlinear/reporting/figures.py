@@ -160,7 +160,8 @@ def _save(fig, out_dir: Path, stem: str, formats: tuple[str, ...] = FORMATS) -> 
     paths = []
     for ext in formats:
         path = out_dir / f"{stem}.{ext}"
-        metadata = {"CreationDate": None} if ext == "pdf" else {"Software": None}
+        # no date and no version in the file: a figure regenerated from the same records is the same bytes
+        metadata = {"CreationDate": None, "Producer": None, "Creator": None} if ext == "pdf" else {"Software": None}
         fig.savefig(path, format=ext, dpi=150, bbox_inches="tight", metadata=metadata)
         paths.append(path)
     return paths

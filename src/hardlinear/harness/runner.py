@@ -270,6 +270,8 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     metrics["train/epoch_time_s"] = fit.time_s / fit.epochs if fit.epochs else float("nan")
     metrics["train/epochs"] = fit.epochs  # fewer than trainer.epochs when trainer.time_budget_s ended training
     metrics["train/budget_spent"] = float(fit.budget_spent)
+    metrics["train/early_stopped"] = float(fit.early_stopped)  # trainer.early_stop_patience ended training
+    metrics["train/time_capped"] = float(fit.time_capped)  # trainer.time_cap_min ended training (after a whole epoch)
     metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())
@@ -303,6 +305,10 @@ def done_line(label: str, metrics: dict, trainer: TrainerConfig, trainer_name: s
     if trainer.time_budget_s is not None:
         spent = "spent" if metrics.get("train/budget_spent") else "not spent"
         line += f", budget {trainer.time_budget_s:g} s {spent}"
+    if metrics.get("train/early_stopped"):
+        line += f", stopped early (no better validation loss in {trainer.early_stop_patience} epochs)"
+    if metrics.get("train/time_capped"):
+        line += f", stopped at the {trainer.time_cap_min:g} min cap"
     return line + f", {metrics.get('train/time_s', float('nan')):.1f} s)"
 
 

@@ -22,7 +22,7 @@ require_extra()  # before Hydra's imports: a core install gets the pip line, not
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 SCHEDULE_KEYS = ("epochs", "pretrain_epochs", "batches_per_epoch", "sampling", "train_size", "supervised_size",
-                 "val_every", "time_budget_s")
+                 "val_every", "time_budget_s", "early_stop_patience", "time_cap_min")
 """Trainer keys that set how long training runs: these follow an explicit trainer choice."""
 
 

@@ -81,6 +81,22 @@ class TrainerConfig:
     """``constant`` (the paper's) or ``cosine``: the learning rate falls from ``lr`` to 0 along a half cosine over
     the objective phase's epochs (pre-training keeps ``lr``). Set from the epoch number at each epoch's start, so a
     resumed run follows the same schedule. Not in conf/trainer, so existing identities stay: ``+trainer.schedule``."""
+    plateau_factor: float | None = None
+    """Multiply the learning rate by this (in (0, 1)) once the validation loss (the one that picks the checkpoint)
+    has not improved for ``plateau_patience`` epochs of the objective phase (``torch.optim.lr_scheduler.
+    ReduceLROnPlateau``; E2ELR's paper: 0.1 after 10). None: no decay (the paper's constant rate). Needs
+    ``schedule=constant``. Not in conf/trainer, so existing identities stay: ``+trainer.plateau_factor``."""
+    plateau_patience: int = 10
+    """Epochs without improvement of the validation loss before ``plateau_factor`` applies (ReduceLROnPlateau's
+    ``patience``: the decay comes at the ``patience + 1``-th such epoch)."""
+    early_stop_patience: int | None = None
+    """Stop once the validation loss has not improved for this many epochs of the objective phase (E2ELR's paper:
+    20); the kept checkpoint is the best epoch's, as always with ``keep=best``. None: run every epoch."""
+    time_cap_min: float | None = None
+    """Wall-clock cap of the training loop in minutes (validation included), checked at the end of each epoch:
+    training stops after the first epoch that ends past it (so the cap may be passed by one epoch), and the run
+    records ``train/time_capped``; every epoch it trains is whole (unlike ``time_budget_s``, which cuts the last
+    epoch at a batch). E2ELR's paper: 150. None: no cap."""
     keep: str = "best"
     """``best``: the weights of the lowest validation loss; ``last``: the final weights (what a peer's script that
     tests its last epoch reports, e.g. Pinet's e662b15 runs). Not in conf/trainer, so existing identities stay."""
@@ -121,6 +137,17 @@ class TrainerConfig:
             raise ValueError(f"sampling must be one of {SAMPLINGS}; got {self.sampling!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
+        if self.plateau_factor is not None and not 0.0 < self.plateau_factor < 1.0:
+            raise ValueError(f"plateau_factor must be in (0, 1) (E2ELR's paper: 0.1), or null for no decay; got {self.plateau_factor}")
+        if self.plateau_factor is not None and self.schedule != "constant":
+            raise ValueError(f"plateau_factor decays the rate on a validation plateau and schedule={self.schedule!r} sets it every "
+                             "epoch: use one or the other (schedule=constant with plateau_factor)")
+        if self.plateau_patience < 0:
+            raise ValueError(f"plateau_patience must be >= 0 epochs; got {self.plateau_patience}")
+        if self.early_stop_patience is not None and self.early_stop_patience < 1:
+            raise ValueError(f"early_stop_patience must be >= 1 epoch, or null for no early stopping; got {self.early_stop_patience}")
+        if self.time_cap_min is not None and not self.time_cap_min > 0:
+            raise ValueError(f"time_cap_min must be > 0 minutes, or null for no cap; got {self.time_cap_min}")
 
 
 @dataclass
@@ -132,6 +159,10 @@ class TrainResult:
     """Epochs trained, a fraction when a time budget ended the last one early (its batches over the epoch's)."""
     budget_spent: bool = False
     """True when ``time_budget_s`` stopped training before ``epochs``."""
+    early_stopped: bool = False
+    """True when ``early_stop_patience`` epochs without improvement stopped training before ``epochs``."""
+    time_capped: bool = False
+    """True when ``time_cap_min`` stopped training before ``epochs`` (after a whole epoch)."""
     val_time_s: float = 0.0
     """Seconds of ``time_s`` spent validating (the loss every epoch, the metrics every ``val_every``) plus the kept
     checkpoint's final validation metrics (after ``time_s``): what a sweep's time attribution separates."""
@@ -221,16 +252,19 @@ def train(
         with torch.no_grad():
             has_pretrain = method.pretrain_target(problem.sample(2, generator=ctx.generator(1))) is not None
     val_xi, val_y = val.xi.to(ctx.device, ctx.dtype), val.y.to(ctx.device, ctx.dtype)
+    plateau = None if cfg.plateau_factor is None else torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="min", factor=cfg.plateau_factor, patience=cfg.plateau_patience)
     best_state = None
     start_epoch, time_before = 0, 0.0
     if resume_state is not None:
-        start_epoch, time_before, best_state = _restore(resume_state, method, optimizer, gen, result, cfg)
+        start_epoch, time_before, best_state = _restore(resume_state, method, optimizer, gen, result, cfg, plateau)
     t_start = time.perf_counter() - time_before
     bar = tqdm(range(start_epoch, cfg.epochs), desc=f"train {method.name}", disable=None if (cfg.progress and ctx.progress) else True, leave=False)  # None: off when not a terminal
     for epoch in bar:
         phase = "supervised" if method.supervised else ("pretrain" if has_pretrain and epoch < cfg.pretrain_epochs else "train")
-        for group in optimizer.param_groups:
-            group["lr"] = scheduled_lr(cfg, epoch, cfg.pretrain_epochs if has_pretrain else 0)
+        if plateau is None or phase == "pretrain":  # on a plateau schedule the objective phase's rate is the scheduler's
+            for group in optimizer.param_groups:
+                group["lr"] = scheduled_lr(cfg, epoch, cfg.pretrain_epochs if has_pretrain else 0)
         # --- training ---
         method.train()
         running = 0.0
@@ -277,6 +311,11 @@ def train(
         if last_phase and val_loss < result.best_val_loss:
             result.best_val_loss, result.best_epoch = val_loss, epoch
             best_state = copy.deepcopy(method.state_dict())
+        if last_phase and plateau is not None:
+            plateau.step(val_loss)  # the rate of the next epoch
+        if epoch < cfg.epochs - 1 and not result.budget_spent:
+            _stop_early(cfg, epoch, last_phase, result, time.perf_counter() - t_start)
+        stopping = result.budget_spent or result.early_stopped or result.time_capped
         result.history.append(record)
         if loggers is not None:
             loggers.log_epoch(epoch, record)
@@ -285,10 +324,17 @@ def train(
             log.info("%s epoch %d/%d (%s): loss %.4g, val gap %.3f %%, val ineq viol %.2e, eq viol %.2e", method.name, epoch + 1,
                      cfg.epochs, phase, record["train/loss"], record["val/gap_mean"], record.get("val/ineq_viol_mean", math.nan),
                      record.get("val/eq_viol_mean", math.nan))
-        if on_state is not None and ((epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1 or result.budget_spent):
-            on_state(training_state(epoch, method, optimizer, gen, result, best_state, time.perf_counter() - t_start))
+        if on_state is not None and ((epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1 or stopping):
+            on_state(training_state(epoch, method, optimizer, gen, result, best_state, time.perf_counter() - t_start, plateau))
         if result.budget_spent:
             log.info("%s: time budget of %.0f s spent after %.2f of %d epochs", method.name, cfg.time_budget_s, result.epochs, cfg.epochs)
+            break
+        if result.early_stopped:
+            log.info("%s: stopped early after epoch %d of %d: no better validation loss for %d epochs (best: epoch %d)",
+                     method.name, epoch + 1, cfg.epochs, cfg.early_stop_patience, result.best_epoch + 1)
+            break
+        if result.time_capped:
+            log.info("%s: time cap of %g min reached after epoch %d of %d", method.name, cfg.time_cap_min, epoch + 1, cfg.epochs)
             break
     if best_state is not None and cfg.keep == "best":
         method.load_state_dict(best_state)
@@ -298,6 +344,16 @@ def train(
     result.val_metrics = _val_metrics(method, problem, val, ctx)  # of the kept checkpoint, not in time_s
     result.val_time_s += time.perf_counter() - t_val
     return result
+
+
+def _stop_early(cfg: TrainerConfig, epoch: int, last_phase: bool, result: TrainResult, elapsed_s: float) -> None:
+    """Mark ``result`` early-stopped or time-capped when ``epoch`` (0-based, not the last) ends training: the
+    validation loss of the objective phase has not improved for ``early_stop_patience`` epochs, or the wall-clock
+    cap has passed."""
+    if cfg.early_stop_patience is not None and last_phase and result.best_epoch >= 0:
+        result.early_stopped = epoch - result.best_epoch >= cfg.early_stop_patience
+    if cfg.time_cap_min is not None and not result.early_stopped:
+        result.time_capped = elapsed_s >= 60.0 * cfg.time_cap_min
 
 
 LOG_LINES = 10
@@ -312,9 +368,12 @@ def _worth_a_line(epoch: int, cfg: TrainerConfig, budget_spent: bool) -> bool:
     return (epoch + 1) % stride == 0 or epoch == cfg.epochs - 1 or epoch == cfg.pretrain_epochs - 1 or budget_spent
 
 
-def training_state(epoch: int, method: Method, optimizer, gen: torch.Generator, result: TrainResult, best_state, time_s: float) -> dict:
-    """Everything the loop needs to go on after ``epoch`` (plain types and tensors: loads with ``weights_only``)."""
+def training_state(epoch: int, method: Method, optimizer, gen: torch.Generator, result: TrainResult, best_state, time_s: float,
+                   plateau=None) -> dict:
+    """Everything the loop needs to go on after ``epoch`` (plain types and tensors: loads with ``weights_only``): with
+    a plateau schedule, its counters too (the best loss it saw, the epochs without improvement)."""
     return {
+        "plateau": None if plateau is None else dict(plateau.state_dict()),
         "epoch": int(epoch), "method": copy.deepcopy(method.state_dict()), "optimizer": copy.deepcopy(optimizer.state_dict()),
         "generator": gen.get_state(), "best_state": best_state, "best_epoch": int(result.best_epoch),
         "best_val_loss": float(result.best_val_loss), "epochs_done": float(result.epochs), "history": list(result.history),
@@ -322,7 +381,7 @@ def training_state(epoch: int, method: Method, optimizer, gen: torch.Generator, 
     }
 
 
-def _restore(state: dict, method: Method, optimizer, gen: torch.Generator, result: TrainResult, cfg: TrainerConfig):
+def _restore(state: dict, method: Method, optimizer, gen: torch.Generator, result: TrainResult, cfg: TrainerConfig, plateau=None):
     """Put a ``training_state`` back; returns (first epoch to run, seconds already trained, the kept best state)."""
     start = int(state["epoch"]) + 1
     if start > cfg.epochs:
@@ -331,6 +390,8 @@ def _restore(state: dict, method: Method, optimizer, gen: torch.Generator, resul
     method.load_state_dict(state["method"])
     optimizer.load_state_dict(state["optimizer"])
     gen.set_state(state["generator"])
+    if plateau is not None and state.get("plateau") is not None:
+        plateau.load_state_dict(state["plateau"])
     result.best_epoch, result.best_val_loss = int(state["best_epoch"]), float(state["best_val_loss"])
     result.epochs, result.history = float(state["epochs_done"]), list(state["history"])
     log.info("%s: resuming training at epoch %d of %d", method.name, start + 1, cfg.epochs)

@@ -218,10 +218,14 @@ def _check_trainer(check: _Checker, trainer: Any) -> None:
 
     hints = _dataclass_hints(TrainerConfig)
     check.need_known_keys("trainer", list(trainer), list(hints) + ["name"])
-    from hardlinear.train.trainer import OPTIMIZERS, SAMPLINGS, TRAIN_INPUTS
+    from hardlinear.train.trainer import OPTIMIZERS, SAMPLINGS, SCHEDULES, TRAIN_INPUTS
 
-    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS, "optimizer": tuple(OPTIMIZERS)})
+    ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS,
+                             "optimizer": tuple(OPTIMIZERS), "schedule": SCHEDULES})
     _check_pretrain_le_epochs(check, "trainer", trainer, ok)
+    if ok.get("plateau_factor") and trainer["plateau_factor"] is not None and trainer.get("schedule", "constant") != "constant":
+        check.error(f"trainer.plateau_factor decays the rate on a validation plateau and trainer.schedule={trainer['schedule']!r} "
+                    "sets it every epoch: use one or the other (trainer.schedule=constant)")
 
 
 def _available_cases() -> list[str] | None:

@@ -97,6 +97,10 @@ TRAINER_RANGES = {
     "grad_clip": POSITIVE,
     "val_every": AT_LEAST_1,
     "time_budget_s": POSITIVE,
+    "plateau_factor": Range(0, 1, lo_open=True, hi_open=True),
+    "plateau_patience": NON_NEGATIVE,
+    "early_stop_patience": AT_LEAST_1,
+    "time_cap_min": POSITIVE,
 }
 
 # --- problem ---

@@ -63,7 +63,7 @@ def test_a_failure_while_writing_leaves_no_out_and_no_half_folder(run_dir, tmp_p
 def test_outputs_are_published_together(run_dir, tmp_path):
     out = tmp_path / "out"
     row = evaluate_run(run_dir, test_size=3, test_seed=7, out_dir=out)
-    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.npz", "record.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "per_instance.csv", "predictions.npz", "record.json"]
     assert json.loads((out / "metrics.json").read_text())["data.test_size"] == 3 == row["data.test_size"]
     assert results.read_record(out / "record.json")["row"]["run_dir"] == str(out)
     assert [p.name for p in tmp_path.iterdir()] == ["out"]

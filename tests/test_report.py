@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from test_own_study import SMALL, arrays
 
+from hardlinear.reporting.study_table import COLUMNS
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
@@ -63,8 +65,11 @@ def _rows(page: str, table_id: str) -> list[tuple[str, list[str]]]:
 def test_the_page_holds_table_figures_and_runs(report):
     page = report.read_text()
     rows = {cells[0]: (attrs, cells) for attrs, cells in _rows(page, "study-0")}
-    assert 'class="infeasible"' in rows["Penalty †"][0] and rows["Penalty †"][1][6] == "NO"
-    assert "infeasible" not in rows["Proposed"][0] and rows["Proposed"][1][6] == "yes"
+    feasible = COLUMNS.index("Feasible")
+    assert 'class="infeasible"' in rows["Penalty †"][0] and rows["Penalty †"][1][feasible] == "NO"
+    assert "infeasible" not in rows["Proposed"][0] and rows["Proposed"][1][feasible] == "yes"
+    sgm, tails = rows["Proposed"][1][COLUMNS.index("Gap SGM % (1 % shift)")], rows["Proposed"][1][COLUMNS.index("Gap median / p95 / p99 %")]
+    assert float(sgm) >= 0 and len([float(t) for t in tails.split(" / ")]) == 3  # the runs' statistics, shown
     assert "not applicable: HardNet-Aff needs" in rows["HardNet-Aff"][1][-1]  # labelled as the table labels peers
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert any(name.endswith("_gap_time") for name, _ in images) and any(name.endswith("_training") for name, _ in images)

@@ -102,9 +102,15 @@ def throughput(method: Method, problem, ctx: Context, cfg: EvalConfig, time_ms: 
     return cfg.throughput_batch / (time.perf_counter() - t0)
 
 
-@torch.no_grad()
 def evaluate_method(method: Method, problem, test: Dataset, ctx: Context, cfg: EvalConfig) -> dict[str, float]:
     """All ``test/...`` metrics of a set-up (and trained) method."""
+    return evaluate_method_instances(method, problem, test, ctx, cfg)[0]
+
+
+@torch.no_grad()
+def evaluate_method_instances(method: Method, problem, test: Dataset, ctx: Context, cfg: EvalConfig) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """:func:`evaluate_method`'s metrics and the per-instance figures they summarise (``instance_metrics``'s, with
+    the reference objective as ``ref_objective``): what a run writes beside its record (``per_instance.csv``)."""
     method.eval()
     # float64 inputs: each method casts them for its network, and the layers after it enforce the
     # constraints of the exact test input rather than of its float32 rounding.
@@ -121,4 +127,5 @@ def evaluate_method(method: Method, problem, test: Dataset, ctx: Context, cfg: E
     ms, _ = time_batch1(method, xi, cfg, ctx.device)
     out["test/time_ms"] = ms
     out["test/throughput"] = throughput(method, problem, ctx, cfg, ms)
-    return out
+    per_instance["ref_objective"] = np.asarray(test.objective, dtype=np.float64)
+    return out, per_instance

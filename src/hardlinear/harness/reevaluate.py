@@ -92,7 +92,8 @@ def evaluate_run(
     folder holds all of them or none. ``allow_missing_probe`` and ``files`` (the problem files the run read, named by
     the caller): see :func:`hardlinear.load_run`.
     """
-    from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method
+    from hardlinear.evaluation.metrics import per_instance_csv
+    from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method_instances
     from hardlinear.harness import results
     from hardlinear.harness.checkpoint import load_run
     from hardlinear.harness.origin import provenance
@@ -127,7 +128,7 @@ def evaluate_run(
     else:
         test = build_dataset(problem, "test", size, seed, solver, cache, progress=False)
     ctx = Context(cache_dir=cache, device="cpu", dtype=check_dtype(config.get("dtype", "float32")), seed=int(config.get("seed", 0)), progress=False)
-    metrics = evaluate_method(method, problem, test, ctx, EvalConfig(**dict(config.get("eval") or {})))
+    metrics, per_instance = evaluate_method_instances(method, problem, test, ctx, EvalConfig(**dict(config.get("eval") or {})))
     metrics["data/ref_solve_ms"] = 1000.0 * float(np.mean(test.solve_time_s))
     with torch.no_grad():
         y = method.predict(test.xi.to(torch.float64)).y.to("cpu", torch.float64)
@@ -167,7 +168,8 @@ def evaluate_run(
         "identity": ident, "study": new_study, "config": new_config, "provenance": provenance("cpu"),
         "status": status, "reason": diverged or "", "row": row,
     }
-    publish_outputs(out, {"predictions.npz": buf, "metrics.json": json.dumps(row, indent=2, default=float).encode()}, record)
+    publish_outputs(out, {"predictions.npz": buf, "metrics.json": json.dumps(row, indent=2, default=float).encode(),
+                          results.PER_INSTANCE_FILE: per_instance_csv(per_instance)}, record)
     try:
         mirror_to_wandb(out, record)
     except ImportError as err:  # a core install re-evaluating a run that logged to W&B: the record is the result

@@ -10,7 +10,7 @@ its checksum or is not a record is reported by path and skipped, never half-read
 
 Layout of a run directory (Hydra's run or sweep sub-directory): ``record.json`` (this module),
 ``.hydra/config.yaml`` (Hydra), ``epochs.csv`` (the CSV logger), ``metrics.json`` (the metrics, a convenience
-copy), ``checkpoint.pt`` (saved models).
+copy), ``per_instance.csv`` (each test instance's gap and violations), ``checkpoint.pt`` (saved models).
 
 A record (``RECORD_SCHEMA``) holds ``identity`` (``identity``), ``results_version`` (``RESULTS_VERSION``),
 ``study``, ``status`` (``STATUSES``), ``reason`` (why a run is not ``ok``), ``row`` (the flat identity
@@ -44,6 +44,9 @@ RESULTS_VERSION = 2
 version no longer count as done, so resume reruns them. Version 1 is the CSV store of ``results/paper/runs.csv``."""
 
 RECORD_FILE = "record.json"
+PER_INSTANCE_FILE = "per_instance.csv"
+"""Beside a run's record: each test instance's gap and violations (``hardlinear.evaluation.metrics.per_instance_csv``),
+what the record's statistics summarise; written before the record, atomically, so a record never lacks it."""
 RECORD_SCHEMA = "hardlinear-record/1"
 STATUSES: tuple[str, ...] = ("ok", "diverged", "skipped", "not_applicable", "failed", "interrupted")
 """``ok``; ``diverged`` (non-finite loss, or metrics beyond ``eval.diverged_gap`` / ``eval.diverged_viol``);
@@ -68,8 +71,8 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "status",
 )
 METRIC_COLUMNS: tuple[str, ...] = (
-    "test/gap_mean", "test/gap_worst", "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean",
-    "test/ineq_viol_worst", "test/max_abs_viol", "test/time_ms", "test/throughput", "test/iterations",
+    "test/gap_mean", "test/gap_worst", "test/gap_sgm", "test/gap_median", "test/gap_p95", "test/gap_p99",
+    "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean", "test/ineq_viol_worst", "test/max_abs_viol", "test/time_ms", "test/throughput", "test/iterations",
     "test/alpha_one_frac", "test/out_of_domain", "train/time_s", "offline/time_s", "offline/t_star",
 )
 COLUMNS: tuple[str, ...] = IDENTITY_COLUMNS + METRIC_COLUMNS

@@ -28,8 +28,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from hardlinear.evaluation.metrics import infeasibility
-from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method
+from hardlinear.evaluation.metrics import infeasibility, per_instance_csv
+from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method_instances
 from hardlinear.harness import results
 from hardlinear.harness.checkpoint import save_checkpoint
 from hardlinear.harness.content import short_digest, with_content
@@ -248,7 +248,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         checkpoint = save_checkpoint(run_dir, method, record["config"], probe_xi=val.xi, extra={"best_epoch": fit.best_epoch})
         clock["checkpoint"] = time.perf_counter()
         # --- evaluation (timed on the test set) ---
-        metrics = evaluate_method(method, problem, test, ctx, eval_cfg)
+        metrics, per_instance = evaluate_method_instances(method, problem, test, ctx, eval_cfg)
         clock["eval"] = time.perf_counter()
     except SolverUnavailable as err:
         reason = str(err).splitlines()[0]
@@ -279,6 +279,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
 
     diverged = divergence_reason(metrics, eval_cfg)
     status = "diverged" if diverged else "ok"
+    atomic_write_bytes(run_dir / results.PER_INSTANCE_FILE, per_instance_csv(per_instance))  # what the statistics summarise
     atomic_write_bytes(run_dir / "metrics.json", json.dumps({**identity, "status": status, **metrics}, indent=2, default=float).encode())
     row = _write(run_dir, record, identity, status, diverged or "", metrics, loggers=loggers)
     loggers.log_final(metrics)
@@ -295,7 +296,8 @@ def done_line(label: str, metrics: dict, trainer: TrainerConfig, trainer_name: s
     """The line a finished run prints: accuracy, violations (flagged ``INFEASIBLE`` as the study table would), time,
     and what training ran (trainer, epochs, the budget when one stopped it)."""
     flag = infeasibility(metrics)
-    line = (f"[hardlinear] done {label}: gap {metrics['test/gap_mean']:.3f}% (worst {metrics['test/gap_worst']:.3f}), "
+    line = (f"[hardlinear] done {label}: gap {metrics['test/gap_mean']:.3f}% (SGM {metrics.get('test/gap_sgm', float('nan')):.3f}, "
+            f"p95 {metrics.get('test/gap_p95', float('nan')):.3f}, worst {metrics['test/gap_worst']:.3f}), "
             f"eq {metrics['test/eq_viol_worst']:.1e}, ineq {metrics['test/ineq_viol_worst']:.1e}"
             f"{' ' + flag if flag else ''}, {metrics['test/time_ms']:.2f} ms/instance")
     if not trainable:

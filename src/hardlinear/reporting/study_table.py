@@ -3,7 +3,7 @@
 The paper's fixed-layout tables (``paper_tables``) cover the paper's problems only; a user's own study (an
 ``.npz`` of ``problem=linear``, ``trainer=fast``, methods the paper never ran) gets this one. Per problem and
 method, over the seeds of the runs with results (``ok``, ``diverged``): the gap's mean and standard deviation
-over seeds, the worst gap, mean and worst equality and inequality violations, batch-1 latency, throughput,
+over seeds, the worst gap, the gap's shifted geometric mean and median, 95th and 99th percentiles, mean and worst equality and inequality violations, batch-1 latency, throughput,
 training time and epochs. A row whose runs violate the constraints beyond ``FEASIBILITY_TOL`` is marked, so a
 negative gap never reads as a win. Runs without results (not applicable, skipped, failed, interrupted) get a row
 with their status and reason; a method with some seeds ok and others not gets a note naming them.
@@ -36,13 +36,17 @@ from hardlinear.reporting.stats import check_one_setting, fmt_sci, of_key, summa
 
 RESULT_STATUSES = ("ok", "diverged", "")
 """Statuses whose runs have metrics (``""``: legacy CSV rows)."""
+GAP_STATISTICS = ("test/gap_sgm", "test/gap_median", "test/gap_p95", "test/gap_p99")
+"""The gap's shifted geometric mean (1 % shift) and quantiles (``hardlinear.evaluation.metrics.gap_statistics``):
+records written before they existed lack them, and their cells read ``-``."""
 METRICS = (
-    "test/gap_mean", "test/gap_worst", "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean",
+    "test/gap_mean", "test/gap_worst", *GAP_STATISTICS, "test/eq_viol_mean", "test/eq_viol_worst", "test/ineq_viol_mean",
     "test/ineq_viol_worst", "test/time_ms", "test/throughput", "train/time_s", "train/epochs",
 )
 COLUMNS = [
-    "Method", "Seeds", "Gap % (mean ± sd)", "Worst gap %", "Eq. viol. mean (worst)", "Ineq. viol. mean (worst)",
-    "Feasible", "Time ms (batch 1)", "Throughput /s", "Train s", "Epochs", "Status",
+    "Method", "Seeds", "Gap % (mean ± sd)", "Worst gap %", "Gap SGM % (1 % shift)", "Gap median / p95 / p99 %",
+    "Eq. viol. mean (worst)", "Ineq. viol. mean (worst)", "Feasible", "Time ms (batch 1)", "Throughput /s", "Train s",
+    "Epochs", "Status",
 ]
 SETTING_SECTIONS = ("trainer.", "data.", "eval.", "network.", "dtype", "device", "threads")
 """Config keys the caption compares with the defaults (the problem, the method and the seed vary by design)."""
@@ -191,6 +195,16 @@ def _cell_figures(runs) -> dict[str, float]:
     return figures
 
 
+def _gap_statistics_cells(runs, figures: Mapping[str, float]) -> list[Cell]:
+    """The SGM cell and the median / p95 / p99 cell: means over seeds of each seed's figure, ``-`` where no run
+    recorded them (records older than the statistics)."""
+    def text(col: str) -> str:
+        recorded = col in runs.columns and any(not _missing(v) for v in runs[col])
+        return _g(figures[f"{col} mean"]) if recorded else "-"
+
+    return [Cell(text("test/gap_sgm")), Cell(" / ".join(text(c) for c in GAP_STATISTICS[1:]))]
+
+
 def feasible(figures: Mapping[str, float]) -> bool | None:
     """Whether the worst violations stay within ``FEASIBILITY_TOL`` (None when not recorded)."""
     worst = [figures.get("test/eq_viol_worst max", math.nan), figures.get("test/ineq_viol_worst max", math.nan)]
@@ -256,6 +270,7 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
                     Cell(label + flag), Cell(str(figures["seeds"])),
                     Cell(f"{_g(figures['test/gap_mean mean'])} ± {_g(figures['test/gap_mean sd'], 2)}"),
                     Cell(_g(figures["test/gap_worst max"])),
+                    *_gap_statistics_cells(runs, figures),
                     Cell(f"{fmt_sci(figures['test/eq_viol_mean mean'])} ({fmt_sci(figures['test/eq_viol_worst max'])})"),
                     Cell(f"{fmt_sci(figures['test/ineq_viol_mean mean'])} ({fmt_sci(figures['test/ineq_viol_worst max'])})"),
                     Cell({True: "yes", False: "NO", None: "?"}[ok]),
@@ -283,7 +298,9 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
     notes.append(f"† and Feasible=NO: the worst equality or inequality violation exceeds {FEASIBILITY_TOL:g} "
                  "(relative norm): the gap of such a row is not comparable with a feasible one's.")
     notes.append("Gap: mean over seeds of each seed's mean relative suboptimality (%), ± the standard deviation over "
-                 "seeds; worst: over every test instance of every seed. Violations: mean over seeds (worst over all).")
+                 "seeds; worst: over every test instance of every seed. SGM: the shifted geometric mean exp(mean(log(gap + 1))) - 1 "
+                 "of the gaps in percent (Chen, Tanneau, Van Hentenryck, IEEE TPWRS 2024), and the median, 95th and 99th "
+                 "percentiles of each seed's test gaps, each a mean over seeds. Violations: mean over seeds (worst over all).")
     notes.append("Rows: the paper's methods in the paper's order, then the peers (HardNet-Aff, Pinet, FSNet, Gauge, "
                  "Projection layer), then other methods alphabetically.")
     caption = (f"Study {study}: {len(df)} runs. Settings shared by all its runs that differ from the defaults: "

@@ -111,7 +111,7 @@ BAD = [
     (["trainer.lr=0"], "trainer.lr must be > 0; got 0"),
     (["trainer.grad_clip=-1.0"], "trainer.grad_clip must be > 0; got -1.0"),
     (["trainer=budget_120s", "trainer.time_budget_s=0"], "trainer.time_budget_s must be > 0; got 0"),
-    (["+trainer.epoch=3"], "trainer has no option 'epoch'; valid options: batch_size, batches_per_epoch, epochs"),
+    (["+trainer.epoch=3"], "trainer has no option 'epoch'; valid options: batch_size, batches_per_epoch, early_stop_patience, epochs"),
     # --- top level ---
     (["+foo=1"], "config has no top-level key 'foo'; valid keys: cache_dir, data, device"),
     (["seed=-1"], "seed must be >= 0; got -1"),

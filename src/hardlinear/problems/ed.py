@@ -50,9 +50,25 @@ Once the thermal slacks are out of the rule's LP the loads enter it through the 
 the rule has the margin it would have over the recipe's own polytope (:mod:`hardlinear.rules.rank_one`; equal
 at case89, tested): case6470_rte, whose generators cannot carry the box's largest total (1,187.5 p.u. against
 1,178.8 p.u. of capacity: ``t* < 0``), carries the recipe's (1,146.8 p.u.).
+
+``sampler="e2elr"`` draws by the E2ELR paper's recipe instead (Chen, Tanneau, Van Hentenryck, "End-to-End Feasible
+Optimization Proxies for Large-Scale Economic Dispatch", IEEE TPWRS 2024, arXiv 2304.11726v2, its experiments'
+data section): ``pd_i = gamma eta_i pd0_i`` with ``gamma ~ U[load_low, load_high]`` (the paper: 0.8, 1.2) and
+``eta_i`` log-normal with mean 1 and standard deviation ``load_noise`` (the paper: 0.05), i.e. ``log eta_i ~
+N(mu, s^2)``, ``s^2 = log(1 + load_noise^2)``, ``mu = -s^2 / 2``. A log-normal is unbounded and the box (hence the
+decision rule) needs bounds, so ``log eta_i`` is truncated at ``E2ELR_TRUNCATION`` = 4 standard deviations about
+``mu`` (drawn by the inverse CDF of the truncated normal: the draws keep the shape, none is clipped): 6.3e-5 of the
+paper's mass is left out, moving ``eta``'s mean and standard deviation by less than 1e-6 and 1e-4 relative. The box
+and the recipe's sets above use the factor's range ``[exp(mu - 4 s), exp(mu + 4 s)]`` (0.818-1.219 at 5 %) in place
+of ``[1 - load_noise, 1 + load_noise]``.
+
+``zero_pmin=True`` sets every generator's lower limit to 0, as the E2ELR paper's model assumes (its ED formulation
+has ``0 <= pg <= pmax``); PGLearn, and the default, keep the case's ``pmin``.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import scipy.linalg as sla
@@ -68,6 +84,10 @@ from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]
 INPUT_SETS = ("box", "recipe", "recipe_total")
+SAMPLERS = ("pglearn", "e2elr")
+"""``pglearn``: PGLearn's ScaledUniform recipe (uniform global factor and per-load noise); ``e2elr``: the E2ELR paper's
+(uniform global factor, log-normal per-load noise truncated at ``E2ELR_TRUNCATION`` standard deviations)."""
+E2ELR_TRUNCATION = 4.0
 RECIPE_MAX_INPUTS = 200  # k (k - 1) polytope rows: 39,800 at 200 loads; the robust LP carries them per rule row
 
 
@@ -97,9 +117,25 @@ def default_name(case: str) -> str:
     return f"ed_{case.replace('pglib_opf_', '')}"
 
 
-def load_box(load_low: float, load_high: float, load_noise: float, fraction: float) -> tuple[float, float]:
+def noise_range(load_noise: float, sampler: str = "pglearn") -> tuple[float, float]:
+    """The smallest and largest per-load noise factor ``e_i`` of ``sampler`` (module docstring): ``1 -+ load_noise``
+    for PGLearn's uniform noise, ``exp(mu -+ 4 s)`` for E2ELR's truncated log-normal of standard deviation ``load_noise``."""
+    if sampler == "pglearn":
+        return 1.0 - load_noise, 1.0 + load_noise
+    mu, s = lognormal_parameters(load_noise)
+    return float(np.exp(mu - E2ELR_TRUNCATION * s)), float(np.exp(mu + E2ELR_TRUNCATION * s))
+
+
+def lognormal_parameters(std: float) -> tuple[float, float]:
+    """``(mu, s)`` of the log-normal with mean 1 and standard deviation ``std``: ``s^2 = log(1 + std^2)``, ``mu = -s^2 / 2``."""
+    var = float(np.log1p(std * std))
+    return -0.5 * var, float(np.sqrt(var))
+
+
+def load_box(load_low: float, load_high: float, load_noise: float, fraction: float, sampler: str = "pglearn") -> tuple[float, float]:
     """Centre ``m`` and half-width ``r`` of the per-load factor ``pd_i / pd0_i`` over the (shrunk) recipe's range."""
-    lo, hi = load_low * (1.0 - load_noise), load_high * (1.0 + load_noise)
+    e_lo, e_hi = noise_range(load_noise, sampler)
+    lo, hi = load_low * e_lo, load_high * e_hi
     return 0.5 * (lo + hi), 0.5 * (hi - lo) * fraction
 
 
@@ -118,10 +154,16 @@ class EconomicDispatch(Problem):
         name: str | None = None,
         input_set: str = "box",
         cache_dir: str | None = None,
+        sampler: str = "pglearn",
+        zero_pmin: bool = False,
     ) -> None:
         """``cache_dir``: where the PTDF is stored after its first build (None: computed each time); not part of the
-        problem, whose arrays are the same either way."""
+        problem, whose arrays are the same either way. ``sampler`` and ``zero_pmin``: the module docstring."""
         net = load_network(case)  # first: an unknown case name is the error to report
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS} (PGLearn's recipe or the E2ELR paper's); got {sampler!r}")
+        if zero_pmin:
+            net = replace(net, pmin=np.zeros_like(net.pmin))  # a copy: load_network's cached case stays as parsed
         if input_set not in INPUT_SETS:
             raise ValueError(
                 f"input_set must be one of {INPUT_SETS} (the recipe's bounding box, its own polytope, or the box cut to its "
@@ -141,7 +183,9 @@ class EconomicDispatch(Problem):
         self.case, self.network = case, net
         self.load_low, self.load_high, self.load_noise = float(load_low), float(load_high), float(load_noise)
         self.uncertainty, self.thermal_penalty = uncertainty, float(thermal_penalty)
-        self.centre, self.half_width = load_box(self.load_low, self.load_high, self.load_noise, self.uncertainty)
+        self.sampler, self.zero_pmin = sampler, bool(zero_pmin)
+        self.noise_lo, self.noise_hi = noise_range(self.load_noise, sampler)
+        self.centre, self.half_width = load_box(self.load_low, self.load_high, self.load_noise, self.uncertainty, sampler)
         self.load_bus = np.flatnonzero(net.pd != 0)
         if input_set == "recipe" and len(self.load_bus) > RECIPE_MAX_INPUTS:
             raise ValueError(
@@ -164,12 +208,12 @@ class EconomicDispatch(Problem):
 
     @staticmethod
     def planned_sizes(case: str = "pglib_opf_case14_ieee", form: Form = "standard", name: str | None = None,
-                      **_: object) -> dict[str, int | str]:
+                      zero_pmin: bool = False, **_: object) -> dict[str, int | str]:
         """``problem.name`` and ``problem.sizes()`` read from the case file alone, before the PTDF (a dense solve:
         14 minutes at case9241 on one thread): what the harness checks a batch's memory against before that work."""
         net = load_network(case)
         ng, ne = len(net.gen_bus), int((net.rate_a > 0).sum())
-        fixed = int((net.pmin == net.pmax).sum())
+        fixed = int(((0.0 if zero_pmin else net.pmin) == net.pmax).sum())
         m_ineq = 2 * (ng - fixed) + 3 * ne  # the free generators' two limits, each line's two rows and its df >= 0
         n = ng + ne + (m_ineq if form == "standard" else 0)  # the standard form appends one slack per inequality
         return {"name": name or default_name(case), "n": n, "m_eq": 1 + fixed, "m_ineq": m_ineq, "k": int((net.pd != 0).sum())}
@@ -204,17 +248,19 @@ class EconomicDispatch(Problem):
         return JointlyLinearFamily(box=box, G=G.tocsr(), B_eq=B_eq, H=H, B_ineq=B_ineq, polytope=polytope)
 
     def _recipe_polytope(self):
-        """The recipe's set in ``xi`` (module docstring): ``(1 - e) rho_i <= (1 + e) rho_j`` for ``i != j``, with
+        """The recipe's set in ``xi`` (module docstring): ``e_lo rho_i <= e_hi rho_j`` for ``i != j`` (PGLearn's
+        ``e_lo, e_hi = 1 -+ e``; the sampler's noise range, :func:`noise_range`), with
         ``rho = centre + R xi`` and ``R`` the unshrunk half-width (``sample``'s map), checked by
         :func:`~hardlinear.constraints.polytope.make_input_set`."""
         from hardlinear.constraints.polytope import make_input_set
 
-        k, e, R = len(self.load_bus), self.load_noise, self.half_width / self.uncertainty
+        k, R = len(self.load_bus), self.half_width / self.uncertainty
+        e_lo, e_hi = self.noise_lo, self.noise_hi  # PGLearn's: 1 - e, 1 + e
         i, j = np.nonzero(~np.eye(k, dtype=bool))
         A = np.zeros((i.size, k))
-        A[np.arange(i.size), i] = R * (1.0 - e)
-        A[np.arange(i.size), j] -= R * (1.0 + e)
-        b = np.full(i.size, 2.0 * e * self.centre)
+        A[np.arange(i.size), i] = R * e_lo
+        A[np.arange(i.size), j] -= R * e_hi
+        b = np.full(i.size, (e_hi - e_lo) * self.centre)
         box = InputBox.symmetric(k)
         polytope, _, _ = make_input_set(A, b, box.lo, box.hi)
         return polytope
@@ -222,9 +268,9 @@ class EconomicDispatch(Problem):
     def recipe_total_range(self) -> tuple[float, float]:
         """``(S_lo, S_hi)``, p.u.: the smallest and largest total load a draw of the recipe can give (module
         docstring), at the corners of its global factor and noise."""
-        pd0, e = self.network.pd[self.load_bus], self.load_noise
+        pd0, e_lo, e_hi = self.network.pd[self.load_bus], self.noise_lo, self.noise_hi
         positive, negative = pd0[pd0 > 0].sum(), pd0[pd0 < 0].sum()
-        most, least = (1 + e) * positive + (1 - e) * negative, (1 - e) * positive + (1 + e) * negative
+        most, least = e_hi * positive + e_lo * negative, e_lo * positive + e_hi * negative
         factors = (self.load_low, self.load_high)
         return min(f * least for f in factors), max(f * most for f in factors)
 
@@ -245,12 +291,17 @@ class EconomicDispatch(Problem):
 
     # --- inputs --------------------------------------------------------------------------------------
     def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """``n`` inputs ``(n, k)`` drawn by PGLearn's recipe: ``pd_i = a e_i pd0_i``, ``a ~ U[load_low, load_high]``,
-        ``e_i ~ U[1 - load_noise, 1 + load_noise]``, mapped to the box (shrunk about its centre by
-        ``uncertainty``)."""
+        """``n`` inputs ``(n, k)`` drawn by the sampler's recipe, ``pd_i = a e_i pd0_i`` with ``a ~ U[load_low,
+        load_high]`` and, for PGLearn's, ``e_i ~ U[1 - load_noise, 1 + load_noise]``, for E2ELR's the truncated
+        log-normal (module docstring), mapped to the box (shrunk about its centre by ``uncertainty``)."""
         u = torch.rand(n, 1 + self.k, generator=generator, dtype=torch.float64)
         scale = self.load_low + (self.load_high - self.load_low) * u[:, :1]
-        noise = 1.0 - self.load_noise + 2.0 * self.load_noise * u[:, 1:]
+        if self.sampler == "pglearn":
+            noise = 1.0 - self.load_noise + 2.0 * self.load_noise * u[:, 1:]
+        else:  # the truncated normal's inverse CDF at u, exponentiated: E2ELR's log-normal within 4 s of mu
+            mu, s = lognormal_parameters(self.load_noise)
+            lo, hi = (torch.special.ndtr(torch.tensor(t, dtype=torch.float64)) for t in (-E2ELR_TRUNCATION, E2ELR_TRUNCATION))
+            noise = torch.exp(mu + s * torch.special.ndtri(lo + (hi - lo) * u[:, 1:]))
         full_half = self.half_width / self.uncertainty
         xi = (scale * noise - self.centre) / full_half  # in [-1, 1] up to rounding
         return xi.clamp(-1.0, 1.0).to(dtype)
@@ -356,9 +407,23 @@ class EconomicDispatch(Problem):
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
         return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty,
-                                self.thermal_penalty, self.name, self.input_set, self.cache_dir)
+                                self.thermal_penalty, self.name, self.input_set, self.cache_dir, sampler=self.sampler,
+                                zero_pmin=self.zero_pmin)
+
+    def fingerprint(self) -> str:
+        """The datasets' cache key (:meth:`Problem.fingerprint`), with E2ELR's sampler and its settings mixed in: its
+        draws differ from PGLearn's over the same arrays. PGLearn's keeps the arrays' key, so its cached sets stay."""
+        base = super().fingerprint()
+        if self.sampler == "pglearn":
+            return base
+        import hashlib
+
+        recipe = f"{base}|sampler={self.sampler}|{self.load_low!r}|{self.load_high!r}|{self.load_noise!r}|{E2ELR_TRUNCATION!r}"
+        return hashlib.sha256(recipe.encode()).hexdigest()
 
     def describe(self) -> str:
         lo, hi = self.centre - self.half_width, self.centre + self.half_width
         where = {"recipe": " (the recipe's polytope)", "recipe_total": " (the box cut to the recipe's total load)"}.get(self.input_set, "")
-        return f"{super().describe()} loads {lo:.3g}-{hi:.3g} x nominal{where}"
+        drawn = " (E2ELR's sampler)" if self.sampler == "e2elr" else ""
+        pmin = ", pmin = 0" if self.zero_pmin else ""
+        return f"{super().describe()} loads {lo:.3g}-{hi:.3g} x nominal{drawn}{where}{pmin}"

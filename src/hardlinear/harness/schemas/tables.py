@@ -121,6 +121,7 @@ PROBLEM_CHOICE_CONSTANTS = {
     "susceptance": "SUSCEPTANCES",
     "coupling": "COUPLINGS",
     "split": "SPLITS",
+    "sampler": "SAMPLERS",
 }
 
 # --- method: rules by parameter name, for every method that has the parameter ---

@@ -105,6 +105,12 @@ def unknown_override_errors(argv: Sequence[str], config_dir: str | Path, config_
             if any(c in value for c in "()[]{}*"):
                 return []  # a sweep function or glob: the choices are not known here
             choices.append(f"{key}={value.split(',')[0]}")  # a sweep over choices: its first one
+    for arg in argv:  # +experiment=NAME: an added group (an experiment may choose the problem: its keys count)
+        key, sep, value = arg.partition("=")
+        if sep and key.startswith("+") and not key.startswith("++") and any((d / key[1:]).is_dir() for d in folders):
+            if any(c in value for c in "()[]{}*"):
+                return []
+            choices.append(f"{key}={value.split(',')[0]}")
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
             searchpath = [f"hydra.searchpath=[{','.join(repr(f'file://{d}') for d in folders[1:])}]"] if search_dirs else []

@@ -96,6 +96,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike) -> dict | None:
     Every run that starts writes one record in ``run_dir`` (``results.write_record``): ``ok``, ``diverged``
     (non-finite loss, or metrics beyond ``eval.diverged_*``), ``skipped``, ``not_applicable`` or ``failed``
     (then the error is raised again)."""
+    from hardlinear.harness.rundirs import register_resolvers
+
+    register_resolvers()  # ${lookup:...} in a config composed outside run.py (a test, a notebook, a launcher's worker)
     validate_config(cfg)  # before any work: bad keys, types, ranges and choices fail here
     with pinned_threads(cfg.threads):
         return _run(cfg, Path(run_dir))

@@ -89,6 +89,11 @@ def test_a_resumed_run_keeps_the_plateau_and_early_stopping_state(tmp_path):
     key = ("train/lr", "val/loss")
     assert [tuple(h[k] for k in key) for h in resumed.history] == [tuple(h[k] for k in key) for h in whole.history]
     assert (resumed.best_epoch, resumed.early_stopped) == (whole.best_epoch, whole.early_stopped)
+    # a resumed run's own factor applies to the counters it carries on (trainer settings may change on resume)
+    gentler, *_ = _fit(tmp_path, epochs=14, resume_state=cut, **{**options, "plateau_factor": 0.9})
+    after = [h["train/lr"] for h in gentler.history[cut["epoch"]:]]  # from the cut epoch's rate on
+    steps = [b / a for a, b in zip(after, after[1:]) if b != a]
+    assert steps and steps == pytest.approx([0.9] * len(steps))
 
 
 @pytest.mark.parametrize("options, message", [

@@ -390,8 +390,8 @@ def _restore(state: dict, method: Method, optimizer, gen: torch.Generator, resul
     method.load_state_dict(state["method"])
     optimizer.load_state_dict(state["optimizer"])
     gen.set_state(state["generator"])
-    if plateau is not None and state.get("plateau") is not None:
-        plateau.load_state_dict(state["plateau"])
+    if plateau is not None and state.get("plateau") is not None:  # its counters; the factor and patience are this run's
+        plateau.load_state_dict({**state["plateau"], "factor": cfg.plateau_factor, "patience": cfg.plateau_patience})
     result.best_epoch, result.best_val_loss = int(state["best_epoch"]), float(state["best_val_loss"])
     result.epochs, result.history = float(state["epochs_done"]), list(state["history"])
     log.info("%s: resuming training at epoch %d of %d", method.name, start + 1, cfg.epochs)

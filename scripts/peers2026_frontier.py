@@ -92,17 +92,20 @@ def load(dirs: Iterable[str]) -> list[dict]:
     return rows
 
 
+PROPOSED = ("proposed", "proposed_refined")  # records before issue 60 name method=proposed_refined runs "proposed"
+
+
 def is_recommended(r: Mapping[str, Any]) -> bool:
     """``method=proposed_refined`` on DC3's problems (conf/problem_method/dc3_qp_proposed_refined.yaml): the proposed
     layer with DR refinement, trained one pass an epoch in batches of 256."""
-    return (r.get("method") == "proposed" and r.get("refine") == "dr" and r.get("batch_size") == 256
+    return (r.get("method") in PROPOSED and r.get("refine") == "dr" and r.get("batch_size") == 256
             and r.get("sampling") == "pass")  # fmt: skip
 
 
 def label(r: Mapping[str, Any]) -> str:
     """A short legend / table label from the record's method, variant and trainer settings."""
     method, variant = r.get("method", "?"), r.get("variant") or ""
-    if method == "proposed":
+    if method in PROPOSED:
         refine = r.get("refine") or ("dr" if "refine=dr" in variant else None)
         if refine == "dr":
             if is_recommended(r):

@@ -26,7 +26,15 @@ from pathlib import Path
 from hardlinear.reporting import paper_reference as paper
 from hardlinear.reporting.labels import method_label, method_order, problem_title
 from hardlinear.reporting.paper_tables import MAIN_METRICS, PAPER_LABELS, PENALTY_EXPERIMENT
-from hardlinear.reporting.stats import of_key, one_per_seed, summarize, with_keys
+from hardlinear.reporting.stats import (
+    differing_keys,
+    of_key,
+    one_per_seed,
+    row_label,
+    rows_by_setting,
+    summarize,
+    with_keys,
+)
 from hardlinear.reporting.study_table import FEASIBILITY_TOL
 
 VIOLATION_LINTHRESH = 1e-10
@@ -74,7 +82,9 @@ def _subtitle(runs, study: str) -> str:
     ``trainer.epochs`` and budget), never the name alone (``default`` with ``trainer.epochs=100`` is not the paper's
     schedule)."""
     trainers = sorted({str(t) for t in runs["trainer"]}) if "trainer" in runs.columns else [NOT_RECORDED]
-    return f"study: {study}  |  trainer: {', '.join(trainers + _schedule(runs))}"
+    differing = differing_keys(runs) if len(runs) else []
+    return (f"study: {study}  |  trainer: {', '.join(trainers + _schedule(runs))}"
+            + (f"\nrows differ in {', '.join(differing)} (each label says its value)" if differing else ""))
 
 
 def _schedule(runs) -> list[str]:
@@ -121,13 +131,15 @@ def _file_names(sub) -> str:
 
 
 def _series(sub) -> list[tuple[str, object]]:
-    """(label, Stats) per method of a block, in the tables' method order."""
-    sub = with_keys(sub)
-    out = []
-    for key in sorted(set(sub["_key"]), key=method_order):
-        runs = one_per_seed(of_key(sub, key))
-        out.append((method_label(key), summarize(runs, MAIN_METRICS)))
-    return out
+    """(label, Stats) per row of a block (``stats.rows_by_setting``: one per method and differing setting, the
+    setting in the label), in the tables' method order."""
+    return [(row_label(key, setting), summarize(one_per_seed(runs), MAIN_METRICS)) for key, setting, runs in rows_by_setting(sub)]
+
+
+def _method_of(label: str) -> str:
+    """The method's label of a row's label (``"Proposed [trainer.lr=0.001]"`` -> ``"Proposed"``): what the paper's
+    reference points are keyed by."""
+    return label.partition(" [")[0]
 
 
 def paper_points(problem: str, objective: str) -> dict[str, dict[str, float]]:
@@ -187,7 +199,10 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
         return None
     refs = {label: r for label, r in (reference or {}).items() if r["time_ms"] > 0 and not math.isnan(r["gap_mean"])}
     ours = [label for label, _ in points]
-    index = {label: i for i, label in enumerate(ours + sorted(set(refs) - set(ours)))}
+    index = {label: i for i, label in enumerate(ours)}
+    for label in sorted(refs):  # the paper's point takes the colour of our row of its method (the first, if several)
+        index.setdefault(label, next((index[o] for o in ours if _method_of(o) == label), len(index)))
+    mine = {_method_of(o) for o in ours}
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     gaps = []
@@ -210,7 +225,7 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
         i = index[label]
         gaps.append(ref["gap_mean"])
         ax.plot(ref["time_ms"], ref["gap_mean"], MARKERS[i % len(MARKERS)], ls="", mfc="none", mec=color(i), ms=9,
-                mew=1.4, label=None if label in ours else f"{label} (paper only)")
+                mew=1.4, label=None if label in mine else f"{label} (paper only)")
     ax.set_xscale("log")
     ax.set_xlabel("time per instance, batch 1 (ms, log scale)")
     if gaps and max(abs(g) for g in gaps) > 100.0:
@@ -253,15 +268,14 @@ def gap_violation_figure(runs, title: str, subtitle: str = ""):
     ``runs``: one study's ok rows of one problem. None when no run has the metrics."""
     from matplotlib.figure import Figure
 
-    sub = with_keys(runs)
-    keys = sorted(set(sub["_key"]), key=method_order)
-    if not keys:
+    rows_of = rows_by_setting(runs) if len(runs) else []
+    if not rows_of:
         return None
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     drawn = xmax = 0
-    for i, key in enumerate(keys):
-        rows = one_per_seed(of_key(sub, key))
+    for i, (key, setting, rows) in enumerate(rows_of):
+        rows = one_per_seed(rows)
         xs, ys = [], []
         for row in rows.to_dict("records"):
             viol = [float(row.get(c, math.nan)) for c in ("test/eq_viol_worst", "test/ineq_viol_worst")]
@@ -273,7 +287,7 @@ def gap_violation_figure(runs, title: str, subtitle: str = ""):
         if xs:
             drawn += 1
             xmax = max(xmax, *xs)
-            ax.plot(xs, ys, MARKERS[i % len(MARKERS)], ls="", color=color(i), label=f"{method_label(key)} ({len(xs)})")
+            ax.plot(xs, ys, MARKERS[i % len(MARKERS)], ls="", color=color(i), label=f"{row_label(key, setting)} ({len(xs)})")
     if not drawn:
         return None
     ax.set_xscale("symlog", linthresh=VIOLATION_LINTHRESH, linscale=0.6)
@@ -324,7 +338,7 @@ def violation_figure(series, title: str, subtitle: str = "", reference: dict[str
                     ax.annotate(text, (x, 0.0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=6,
                                 rotation=0 if len(text) < 3 else 90, va="bottom")
             for x, (label, _) in zip(xs, rows):
-                ref = (reference or {}).get(label, {}).get(f"{kind}_viol_{which}", math.nan) if kind == "ineq" else math.nan
+                ref = (reference or {}).get(_method_of(label), {}).get(f"{kind}_viol_{which}", math.nan) if kind == "ineq" else math.nan
                 if not math.isnan(ref):
                     ax.plot([x - width / 2, x + width / 2], [ref, ref], color="0.3", lw=1.5,
                             label="paper" if "paper" not in ax.get_legend_handles_labels()[1] else None)
@@ -362,18 +376,17 @@ def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict
     import pandas as pd
     from matplotlib.figure import Figure
 
-    runs = with_keys(runs)
     curves, missing = [], []
-    for key in sorted(set(runs["_key"]), key=method_order):
+    for key, setting, rows in rows_by_setting(runs) if len(runs) else []:
         logs = []
-        for record in one_per_seed(of_key(runs, key)).to_dict("records"):
+        for record in one_per_seed(rows).to_dict("records"):
             log = read_epoch_log(record["run_dir"])
             if log is not None and "epoch" in log.columns and any(c in log.columns for c, _ in CURVES):
                 logs.append(log)
             elif not Path(record["run_dir"]).is_dir():  # a run dir without a log: nothing was trained (LDR)
                 missing.append(str(record["run_dir"]))
         if logs:
-            curves.append((method_label(key), logs))
+            curves.append((row_label(key, setting), logs))
     if not curves:
         return None, missing
     fig = Figure(figsize=(11.0, 4.2))
@@ -399,7 +412,7 @@ def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict
                 ax.plot(epochs, mean, color=shade, lw=1.4, label=tag)
                 if len(frames) > 1:
                     ax.fill_between(epochs, np.nanmin(values, axis=1), np.nanmax(values, axis=1), color=shade, alpha=0.2, lw=0)
-            ref = (reference or {}).get(name, {}).get("gap_mean" if col == "val/gap_mean" else "ineq_viol_mean", math.nan)
+            ref = (reference or {}).get(_method_of(name), {}).get("gap_mean" if col == "val/gap_mean" else "ineq_viol_mean", math.nan)
             if not math.isnan(ref):
                 ax.plot(epochs[-1], ref, "D", mfc="none", mec=shade, ms=7)
                 diamonds = True

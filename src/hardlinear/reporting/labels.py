@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 METHOD_LABELS = {
-    "proposed": "Proposed", "optimizer": "Optimizer", "post_projection": "Post projection", "apm": "APM",
+    "proposed": "Proposed", "proposed_refined": "Proposed refined", "optimizer": "Optimizer", "post_projection": "Post projection", "apm": "APM",
     "eapm": "EAPM", "dc3": "DC3", "ldr": "LDR", "penalty": "Penalty", "alm": "ALM",
     # the peers after the paper's methods, spelled as their authors do (a table never mixes "DC3" with "fsnet")
     "hardnet_aff": "HardNet-Aff", "pinet": "Pinet", "fsnet": "FSNet", "gauge": "Gauge", "projection_layer": "Projection layer",
@@ -22,7 +22,7 @@ METHOD_LABELS = {
 METHOD_ORDER = tuple(METHOD_LABELS)
 SOLVER_LABELS = {"gurobi": "Gurobi", "osqp": "OSQP", "highs": "HiGHS", "clarabel": "Clarabel", "scs": "SCS"}
 # Methods whose rows split by pre-training (``pretrain_epochs`` 0 or not); for others the column is ignored.
-PRETRAINED_METHODS = frozenset({"proposed"})
+PRETRAINED_METHODS = frozenset({"proposed", "proposed_refined"})
 PROBLEM_TITLES = {"portfolio": "Portfolio optimization problem"}
 
 

@@ -76,9 +76,10 @@ def median(values: Sequence[float]) -> float:
 
 def slot_of(row: Record) -> str:
     """The table's method slot: the method's name, or ``proposed (refined)`` for the proposed layer with a
-    refinement before the blend (``method.refine`` other than none)."""
+    refinement before the blend (``method.refine`` other than none; records before issue 60 name ``method=proposed_refined``
+    runs ``proposed``, later ones ``proposed_refined``)."""
     method = text(row.get("method"))
-    if method == "proposed" and text(row.get("cfg.method.refine")) not in ("", "none"):
+    if method in ("proposed", "proposed_refined") and text(row.get("cfg.method.refine")) not in ("", "none"):
         return REFINED
     return method
 

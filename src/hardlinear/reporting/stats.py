@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hardlinear.reporting.labels import PRETRAINED_METHODS, RowKey
+from hardlinear.reporting.labels import PRETRAINED_METHODS, RowKey, method_label, method_order
 
 
 # --- runs of a row ----------------------------------------------------------------------------------------
@@ -90,6 +90,45 @@ def mixed_settings(rows) -> dict[str, list[str]]:
         if len(values) > 1:
             out[col[len(CONFIG_PREFIX):]] = values
     return out
+
+
+METHOD_OPTION = "method."
+"""Config keys of the method's own options: they differ between methods by design, so they label a row only where
+runs of one method differ in them (the trainer's, the network's and every other key label it wherever rows differ)."""
+
+
+def differing_keys(block) -> list[str]:
+    """The settings (dotted config keys, no ``method.`` option) in which the runs of a block (one problem, every
+    method) differ: what a reader must see beside each row, or a gain of the trainer reads as the method's."""
+    return sorted(k for k in mixed_settings(block) if not k.startswith(METHOD_OPTION))
+
+
+def rows_by_setting(block) -> list[tuple[RowKey, str, object]]:
+    """``(RowKey, setting, runs)`` per row of one block, in the tables' method order: a method whose runs differ in a
+    setting other than the seed (a learning-rate sweep) gets one row per setting, never a mean of both; ``setting``
+    (``"trainer.lr=0.001, network.batch_norm=false"``) names the row's value of every key of ``differing_keys(block)``
+    and of the method options in which that method's runs differ ("" when nothing differs)."""
+    from hardlinear.harness.results import CONFIG_PREFIX, _canon
+
+    block = block if "_key" in block.columns else with_keys(block)
+    shared = differing_keys(block)
+    out = []
+    for key in sorted(set(block["_key"]), key=method_order):
+        runs = of_key(block, key)
+        keys = shared + sorted(k for k in mixed_settings(runs) if k not in shared)
+        if not keys:
+            out.append((key, "", runs))
+            continue
+        labels = [", ".join(f"{k}={_canon(r[CONFIG_PREFIX + k]).strip(chr(34))}" for k in keys
+                            if not _missing(r.get(CONFIG_PREFIX + k))) for r in runs.to_dict("records")]
+        for setting in sorted(set(labels)):
+            out.append((key, setting, runs[[lab == setting for lab in labels]]))
+    return out
+
+
+def row_label(key: RowKey, setting: str) -> str:
+    """A row's label: the method's (``method_label``), then its setting in brackets where rows differ in one."""
+    return method_label(key) + (f" [{setting}]" if setting else "")
 
 
 def check_one_setting(rows) -> None:

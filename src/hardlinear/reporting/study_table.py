@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from hardlinear.evaluation.metrics import FEASIBILITY_TOL
-from hardlinear.reporting.labels import method_label, method_order, problem_title
+from hardlinear.reporting.labels import problem_title
 from hardlinear.reporting.render import Block, Cell, Table, render_latex, render_markdown
-from hardlinear.reporting.stats import check_one_setting, fmt_sci, of_key, summarize, with_keys
+from hardlinear.reporting.stats import check_one_setting, fmt_sci, row_label, rows_by_setting, summarize, with_keys
 
 RESULT_STATUSES = ("ok", "diverged", "")
 """Statuses whose runs have metrics (``""``: legacy CSV rows)."""
@@ -221,22 +221,9 @@ def _status_text(runs, others) -> str:
 
 
 def _method_rows(prows):
-    """``(RowKey, setting, rows)`` per table row of one problem: a method whose runs differ in a setting other than
-    the seed (a learning-rate sweep) gets one row per setting, labelled ``trainer.lr=0.01``, never a mean of both."""
-    from hardlinear.harness.results import CONFIG_PREFIX, _canon
-    from hardlinear.reporting.stats import mixed_settings
-
-    out = []
-    for mkey in sorted(set(prows["_key"]), key=method_order):
-        mrows = of_key(prows, mkey)
-        mixed = sorted(mixed_settings(mrows))
-        if not mixed:
-            out.append((mkey, "", mrows))
-            continue
-        labels = [", ".join(f"{k}={_canon(r[CONFIG_PREFIX + k]).strip(chr(34))}" for k in mixed) for r in mrows.to_dict("records")]
-        for setting in sorted(set(labels)):
-            out.append((mkey, setting, mrows[[lab == setting for lab in labels]]))
-    return out
+    """``(RowKey, setting, rows)`` per table row of one problem (``stats.rows_by_setting``): every setting in which the
+    problem's runs differ (a learning rate, a batch size, batch norm) is in each row's label, never a mean of both."""
+    return rows_by_setting(prows)
 
 
 def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None) -> tuple[Table, list[dict[str, Any]]]:
@@ -257,7 +244,7 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
             others = mrows[~mrows["status"].isin(RESULT_STATUSES)]
             runs = with_result.sort_values(["timestamp", "config_hash"], kind="stable").drop_duplicates("seed", keep="last")
             others = others[~others["seed"].isin(set(runs["seed"]))]
-            label = method_label(mkey) + (f" [{setting}]" if setting else "")
+            label = row_label(mkey, setting)
             record = {"study": study, "problem": pkey[0], "objective": pkey[1], "form": pkey[2], "uncertainty": pkey[3],
                       "problem_sha256": pkey[4], "problem_file": _file_of(mrows), "method": mkey.method,
                       "variant": mkey.variant, "setting": setting, "label": label}

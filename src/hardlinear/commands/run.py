@@ -99,11 +99,18 @@ def run_task(cfg: Any) -> None:
         else:
             row = run(cfg, hc.runtime.output_dir)
             if row is not None and row.get("status") == "ok":  # what to do next, with this run's own paths
+                from omegaconf import OmegaConf
+
+                from hardlinear.harness.checkpoint import files_to_name
+                from hardlinear.harness.content import with_content
                 from hardlinear.harness.next_steps import next_steps
                 from hardlinear.harness.results import study_of
 
                 study = study_of({"study": cfg.get("study"), "experiment": cfg.get("experiment")})
-                print(next_steps(row["run_dir"], study, installed=_PROG[:1] == ["hardlinear run"]), flush=True)
+                print(next_steps(row["run_dir"], study, installed=_PROG[:1] == ["hardlinear run"],
+                                 overrides=list(hc.overrides.task), files=files_to_name(with_content(OmegaConf.to_container(cfg, resolve=True))),
+                                 results_dir=cfg.get("results_dir", "results"), config_dirs=config_dirs_given(sys.argv[1:])),
+                      flush=True)
     except DiskFull as err:  # one line, not three chained tracebacks
         print(f"error: {err.strerror}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -252,13 +252,19 @@ def _trusted_method(config: Any, run_dir: str | os.PathLike):
         raise CheckpointError(str(err)) from None
 
 
+def files_to_name(config: Mapping[str, Any]) -> dict[str, str]:
+    """``{"problem.path": "mine.npz"}``: the files a caller of ``load_run`` must name for a run of ``config`` (its
+    record's, with ``content``): a file the run read (its digest is recorded) or a key that always names one
+    (``problem.path``, ``*_file``); not a choice such as ``problem.inputs=loaded_buses``, which only shares the suffix."""
+    recorded = config.get(CONTENT_KEY) or {}
+    return {k: v for k, v in file_keys(config).items() if k in recorded or k.endswith(("path", "_file"))}
+
+
 def with_caller_files(config: dict[str, Any], files: Mapping[str, str | os.PathLike] | None, run_dir) -> dict[str, Any]:
     """``config`` with each file it names (``problem.path``, ...) replaced by the one the caller names in ``files``;
     :class:`CheckpointError` naming the key and the fix when the caller named none, or named a key the run lacks."""
     recorded = config.get(CONTENT_KEY) or {}
-    # a file the run read (its digest is recorded) or a key that always names one (problem.path, *_file); not a
-    # choice such as problem.inputs=loaded_buses, which only shares the suffix
-    stored = {k: v for k, v in file_keys(config).items() if k in recorded or k.endswith(("path", "_file"))}
+    stored = files_to_name(config)
     files = dict(files or {})
     extra = sorted(set(files) - set(stored))
     if extra:

@@ -209,3 +209,39 @@ def test_training_curves_legend_sits_outside_the_panels(runs):
     fig, _ = training_curves_figure(runs, "t", "s")
     assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
     assert "hollow diamonds" not in _suptitle(fig)  # no paper reference given: no diamonds promised
+
+
+def test_gap_time_rings_an_infeasible_method_over_its_own_marker_and_clips_none(runs):
+    """Issue 60 item 5: every method keeps its own colour and marker, an infeasible one gets a red ring on top of it
+    (before: one shared red X over every infeasible method, its own marker hidden), and no marker or ring crosses
+    the axes' edge, even at the data's corners (two infeasible methods sit at the extreme time and gap)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgba
+
+    from hardlinear.reporting.figures import MARKERS
+
+    corners = []
+    for method, time_ms, gap in (("penalty", 400.0, 95.0), ("apm", 0.01, -20.0)):
+        row = runs[runs["method"] == "dc3"].iloc[0].to_dict()
+        corners.append({**row, "method": method, "seed": 0, "config_hash": method, "test/time_ms": time_ms,
+                        "test/gap_mean": gap, "test/ineq_viol_worst": 0.3})
+    fig = gap_time_figure(_series(pd.concat([runs, pd.DataFrame(corners)])), "t", "s")
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    red = to_rgba("red")
+    own = [ln for ln in ax.lines if ln.get_marker() in MARKERS and ln.get_markerfacecolor() != "none"]
+    rings = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none" and to_rgba(ln.get_markeredgecolor()) == red]
+    assert len(own) == 5 and len({(ln.get_marker(), to_rgba(ln.get_color())) for ln in own}) == 5
+    assert all(to_rgba(ln.get_color()) != red for ln in own)
+    points = {tuple(ln.get_xydata()[0]): ln for ln in own}
+    assert len(rings) == 3  # DC3, penalty, APM
+    for ring in rings:
+        below = points[tuple(ring.get_xydata()[0])]  # over a method's own marker, drawn after it
+        assert ring.get_zorder() > below.get_zorder() and ring.get_markersize() > below.get_markersize()
+    box = ax.bbox
+    for ln in own + rings:
+        x, y = ax.transData.transform(ln.get_xydata()[0])
+        r = (ln.get_markersize() / 2 + ln.get_markeredgewidth()) * fig.dpi / 72
+        assert box.x0 <= x - r and x + r <= box.x1 and box.y0 <= y - r and y + r <= box.y1, (ln.get_marker(), x, y, r, box)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(text.startswith("red ring: infeasible") for text in legend)

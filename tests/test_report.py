@@ -116,3 +116,46 @@ def test_chromium_renders_the_images_and_sorts_the_table(report, tmp_path):
     assert re.search(r'<th aria-sort="descending">Gap % \(mean ± sd\)</th>', dom)
     ascending = [c[2] for _, c in _rows(_chromium(report.as_uri() + "#sort=study-0:2", tmp_path), "study-0")]
     assert [float(c.split()[0]) for c in ascending[:-1]] == gaps[::-1] and ascending[-1] == "-"
+
+
+LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
+  const vw = document.documentElement.clientWidth, box = e => e.getBoundingClientRect();
+  const out = {vw, page: document.documentElement.scrollWidth, tables: [], images: []};
+  document.querySelectorAll("table").forEach(t => out.tables.push({
+    id: t.id, holder: t.parentElement.className, overflow: getComputedStyle(t.parentElement).overflowX,
+    holder_right: box(t.parentElement).right, holder_left: box(t.parentElement).left, scroll: t.parentElement.scrollWidth,
+    heads: Array.from(t.tHead.rows[0].cells).map(th => [th.textContent.trim(), box(th).left, box(th).right]),
+    rows: Array.from(t.tBodies[0].rows).map(tr => [tr.cells[0].textContent.trim().slice(0, 30), box(tr).height]),
+    details: Array.from(t.querySelectorAll("td details")).map(d => [d.open, d.querySelector("summary").textContent, d.textContent])}));
+  document.querySelectorAll("figure img").forEach(i => out.images.push([box(i).right, i.naturalWidth]));
+  const pre = document.createElement("pre"); pre.id = "layout"; pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});</script>"""
+ROW_PX = 90
+"""The tallest a row may be at 1,400 px: four lines of text (the not-applicable row was 340 px before its reason was
+folded)."""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+def test_the_page_at_1400_px_shows_every_column_and_folds_long_reasons(report, tmp_path):
+    """Issue 60 item 5, measured in the browser: the page does not overflow the window; every table sits in a box
+    that scrolls sideways and each column's header is inside the window or reachable in that box; the study table's
+    Status column is on screen; no row is taller than ``ROW_PX``; the not-applicable reason is folded, whole, in a
+    closed ``<details>``; the figures fit."""
+    probe = report.parent / "layout.html"
+    probe.write_text(report.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    dom = _chromium(probe.as_uri(), tmp_path, "--window-size=1400,900")
+    seen = json.loads(html.unescape(re.search(r'<pre id="layout">([^<]*)</pre>', dom).group(1)))
+    assert 1300 < seen["vw"] <= 1400 and seen["page"] <= seen["vw"], "the page is wider than the window"
+    tables = {t["id"]: t for t in seen["tables"]}
+    assert set(tables) == {"study-0", "runs"}
+    for t in tables.values():
+        assert t["holder"] == "scroll" and t["overflow"] == "auto" and t["holder_right"] <= seen["vw"]
+        for name, _left, right in t["heads"]:  # on screen, or within the box's scrollable width
+            assert right <= seen["vw"] or right - t["holder_left"] <= t["scroll"] + 1, (t["id"], name, right)
+        assert all(height <= ROW_PX for _, height in t["rows"]), (t["id"], t["rows"])
+    status = next(h for h in tables["study-0"]["heads"] if h[0] == "Status")
+    assert 0 <= status[1] < status[2] <= seen["vw"], status  # the Status column is on screen, not scrolled away
+    folded = [d for d in tables["study-0"]["details"] if d[1] == "not applicable:"]
+    assert len(folded) == 1 and not folded[0][0] and "HardNet-Aff needs the stacked constraint matrix" in folded[0][2]
+    assert any(not d[0] and "HardNet-Aff needs" in d[2] for d in tables["runs"]["details"])
+    assert seen["images"] and all(right <= seen["vw"] for right, _ in seen["images"])

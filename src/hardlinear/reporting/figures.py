@@ -214,18 +214,18 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
         yerr = s.std["test/gap_mean"] if s.seeds > 1 else None
         worst = worst_violation(s)
         bad = worst > FEASIBILITY_TOL
-        ax.errorbar(t, g, xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], color=color(i), capsize=3,
-                    label=f"{label} ({s.seeds})" + (f" INFEASIBLE, worst viol. {worst:.1e}" if bad else ""))
-        if bad:  # a negative gap of an infeasible method is not a win: cross it out
+        ax.errorbar(t, g, xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], color=color(i), capsize=3, zorder=3,
+                    label=_wrap(f"{label} ({s.seeds})" + (f" INFEASIBLE, worst viol. {worst:.1e}" if bad else "")))
+        if bad:  # a negative gap of an infeasible method is not a win: ringed, its own marker still seen inside
             flagged = True
-            ax.plot(t, g, "x", color="red", ms=13, mew=2.0, zorder=5)
+            ax.plot(t, g, "o", ls="", ms=RING_MS, mfc="none", mec="red", mew=1.8, zorder=5)
         if len(points) == 1:  # one dot alone: say what it is beside it
             ax.annotate(f"{label}: {g:.2f} %", (t, g), textcoords="offset points", xytext=(6, 6), fontsize=8)
     for label, ref in refs.items():
         i = index[label]
         gaps.append(ref["gap_mean"])
         ax.plot(ref["time_ms"], ref["gap_mean"], MARKERS[i % len(MARKERS)], ls="", mfc="none", mec=color(i), ms=9,
-                mew=1.4, label=None if label in mine else f"{label} (paper only)")
+                mew=1.4, label=None if label in mine else _wrap(f"{label} (paper only)"))
     ax.set_xscale("log")
     ax.set_xlabel("time per instance, batch 1 (ms, log scale)")
     if gaps and max(abs(g) for g in gaps) > 100.0:
@@ -236,21 +236,35 @@ def gap_time_figure(series, title: str, subtitle: str = "", reference: dict[str,
         ax.set_ylabel("optimality gap, mean over test set (%)")
     _titles(fig, ax, title, subtitle)
     ax.grid(True, which="both", alpha=0.3)
-    ax.margins(y=0.08)
+    ax.margins(x=MARGIN, y=MARGIN)  # room for a ring at the data's edge: no marker is clipped by the axes
     handles, labels = ax.get_legend_handles_labels()
-    order = sorted(range(len(labels)), key=lambda j: labels[j].endswith("(paper only)"))  # ours first
+    order = sorted(range(len(labels)), key=lambda j: " ".join(labels[j].split()).endswith("(paper only)"))  # ours first
     handles, labels = [handles[j] for j in order], [labels[j] for j in order]
     if refs:
         handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="0.35", ms=8))
         labels.append("hollow: the paper (other hardware)")
     if flagged:
-        handles.append(Line2D([], [], marker="x", ls="", color="red", ms=9, mew=2.0))
-        labels.append(f"red x: infeasible (worst violation > {FEASIBILITY_TOL:g}); its gap is no win")
+        handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="red", ms=11, mew=1.8))
+        labels.append(_wrap(f"red ring: infeasible (worst violation > {FEASIBILITY_TOL:g}); its gap is no win"))
     for text in absent or []:
         handles.append(Line2D([], [], ls=""))
-        labels.append(f"not drawn: {text}")
+        labels.append(_wrap(f"not drawn: {text}"))
     ax.legend(handles, labels, fontsize=7, title="method (seeds)", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+RING_MS = 15
+"""The red ring drawn over an infeasible method's own marker (7 pt): it stays that method's colour and shape."""
+MARGIN = 0.12
+"""The gap-time axes' margins (share of the data range): more than a ring's radius at the figure's size."""
+LEGEND_CHARS = 60
+"""Legend entries wrap at this width: a long label or reason made the figure twice as wide as its axes."""
+
+
+def _wrap(text: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, LEGEND_CHARS, break_long_words=False, subsequent_indent="  ")) or text
 
 
 def worst_violation(stats) -> float:
@@ -494,7 +508,7 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
                 "number in the legend)."
                 + (" Hollow markers: the paper's figures (its times are on a T4 GPU and an M2 Pro CPU, not comparable "
                    "with ours)." if has_points else "")
-                + " A red x and INFEASIBLE in the legend: the method's worst violation (over every test instance of "
+                + " A red ring (over the method's own marker) and INFEASIBLE in the legend: the method's worst violation (over every test instance of "
                 f"every seed) exceeds {FEASIBILITY_TOL:g}, so a low or negative gap is not a win."
                 + (f" Not drawn (no ok run): {'; '.join(absent)}." if absent else "")
             )

@@ -31,14 +31,23 @@ from hardlinear.reporting.study_table import COLUMNS, build_study_table
 REPORT_FILE = "index.html"
 FEASIBLE_COLUMN = COLUMNS.index("Feasible")
 INFEASIBLE_CLASS = ' class="infeasible"'
+STATUS_COLUMN = COLUMNS.index("Status")
 RUN_COLUMNS = ("Problem", "Method", "Seed", "Status", "Reason", "Run directory", "W&B", "Config")
+FOLD_CHARS = 60
+"""A status or reason longer than this is folded (``<details>``: the status, or the reason's start, and the full
+text on a click): HardNet-Aff's not-applicable reason made one row a 340 px block at 1,400 px."""
 WANDB_URL = re.compile(r"https://[^\s\"'<>]+/runs/[A-Za-z0-9]+")
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; padding: 0 1em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; cursor: pointer; user-select: none; white-space: nowrap; }
+th { background: #f2f2f2; cursor: pointer; user-select: none; }
+.scroll { overflow-x: auto; max-width: 100%; }  /* a table wider than the page scrolls in its box: every column reachable */
+table.study td:first-child { min-width: 10em; max-width: 24em; overflow-wrap: anywhere; }
+table.study td:not(:first-child):not(:last-child) { white-space: nowrap; }  /* a number never breaks at its exponent */
+table.runs td { overflow-wrap: anywhere; } table.runs td:nth-child(6) { min-width: 14em; }
+td details summary { cursor: pointer; } td details[open] { max-width: 40em; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; } th[aria-sort="descending"]::after { content: " \\25BC"; }
 tr.infeasible td { background: #fde2e2; } tr.infeasible td:first-child::before { content: "INFEASIBLE "; color: #b00; font-weight: bold; font-size: 0.8em; }
 figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #ddd; }
@@ -95,13 +104,30 @@ def table_html(table: Table) -> str:
         rows = []
         for row in block.rows:
             infeasible = len(row) > FEASIBLE_COLUMN and row[FEASIBLE_COLUMN].text == "NO"
-            cells = "".join(f"<td>{'<b>' + _e(c.text) + '</b>' if c.bold else _e(c.text)}</td>" for c in row)
+            cells = "".join(f"<td>{_status(c.text) if j == STATUS_COLUMN else '<b>' + _e(c.text) + '</b>' if c.bold else _e(c.text)}</td>"
+                            for j, c in enumerate(row))
             rows.append(f"<tr{INFEASIBLE_CLASS if infeasible else ''}>{cells}</tr>")
-        parts.append(f'<table class="sortable study" id="study-{i}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+        parts.append(f'<div class="scroll"><table class="sortable study" id="study-{i}"><thead><tr>{head}</tr></thead>'
+                     f'<tbody>{"".join(rows)}</tbody></table></div>')
         if block.notes:
             parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in block.notes) + "</ul>")
     parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in table.notes) + "</ul>")
     return "\n".join(parts)
+
+
+def _status(text: str) -> str:
+    """A Status cell: as it is when short; ``not applicable: <long reason>`` folded to its status, the reason inside."""
+    status, sep, reason = text.partition(": ")
+    if len(text) <= FOLD_CHARS or not sep:
+        return _e(text)
+    return f"<details><summary>{_e(status)}:</summary> {_e(reason)}</details>"  # the text reads "status: reason" still
+
+
+def _reason(text: str) -> str:
+    """A Reason cell of the runs: as it is when short, else its start with the full text folded under it."""
+    if len(text) <= FOLD_CHARS:
+        return _e(text)
+    return f"<details><summary>{_e(text[:FOLD_CHARS].rstrip())}…</summary> {_e(text)}</details>"
 
 
 # --- figures -----------------------------------------------------------------------------------------------------
@@ -184,11 +210,11 @@ def runs_html(df) -> str:
         cells = [row.get("problem", ""), method, "" if _missing(row.get("seed")) else int(row["seed"])]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="status-{_e(status)}">{_e(status)}</td>'
-                    + f"<td>{_e('' if _missing(row.get('reason')) else row['reason'])}</td><td>{_e(run_dir)}</td><td>{link}</td>"
+                    + f"<td>{_reason('' if _missing(row.get('reason')) else str(row['reason']))}</td><td>{_e(run_dir)}</td><td>{link}</td>"
                     + (f"<td><details><summary>config</summary><pre>{_e(config)}</pre></details></td>" if config else "<td>not recorded</td>")
                     + "</tr>")
     head = "".join(f"<th>{_e(c)}</th>" for c in RUN_COLUMNS)
-    return f'<table class="sortable runs" id="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<div class="scroll"><table class="sortable runs" id="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 # --- the page ----------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from shared_data import PAPER_DATA, SKIP_PREFIX, missing_reason
 
 
 @pytest.fixture(autouse=True)
@@ -21,10 +22,9 @@ def _one_torch_thread():
 def paper_data_dir() -> Path:
     """The paper's published problem data (``../shared/reference/paper_data``), outside the repository;
     tests that use it skip where it is absent."""
-    path = Path(__file__).resolve().parents[2] / "shared" / "reference" / "paper_data"
-    if not path.is_dir():
-        pytest.skip(f"the paper's data is not available here (looked for {path})")
-    return path
+    if not PAPER_DATA.is_dir():
+        pytest.skip(missing_reason(PAPER_DATA))
+    return PAPER_DATA
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +41,17 @@ def load_script():
         return module
 
     return load
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line counting the tests that skipped for want of ``../shared`` (a clone has none): the count a clone's
+    run differs by from a run beside the data, and where the data was looked for."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if SKIP_PREFIX in _skip_reason(r)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} skipped without ../shared (the paper's published data beside the "
+                                    f"checkout, not in a clone; looked for {PAPER_DATA}); pytest -rs lists them")
+
+
+def _skip_reason(report) -> str:
+    longrepr = getattr(report, "longrepr", None)
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")

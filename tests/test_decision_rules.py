@@ -4,12 +4,12 @@ the SDP's certificate, the cache, the infeasibility report, and the paper's own 
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from shared_data import PAPER_DATA, missing_reason
 
 from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems import Portfolio, build_problem
@@ -17,7 +17,6 @@ from hardlinear.rules import DecisionRule, DecisionRuleInfeasible, max_uncertain
 from hardlinear.rules.robust_lp import find_expression_pairs, row_weights, solve_robust_lp, verified_row_margins
 from hardlinear.rules.robust_sdp import sdp_row_weights, solve_robust_sdp
 
-PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "paper_data"
 EQ_TOL = 1e-9  # relative equality residual of the rule's output, float64
 MARGIN_TOL = 1e-9  # sampled slack below the verified margin, float64
 
@@ -290,7 +289,7 @@ def test_bad_solver_names_the_choices():
 
 
 # --- the paper's own rules as a floor ---------------------------------------------------------------------------
-@pytest.mark.skipif(not PAPER_DATA.exists(), reason="paper data not available (../shared is absent)")
+@pytest.mark.skipif(not PAPER_DATA.exists(), reason=missing_reason(PAPER_DATA))
 @pytest.mark.parametrize("name", ["dcopf_14", "dcopf_30", "dcopf_57"])
 def test_our_margin_is_at_least_the_paper_rules(name):
     data = np.load(PAPER_DATA / f"{name}.npz")
@@ -300,7 +299,7 @@ def test_our_margin_is_at_least_the_paper_rules(name):
     assert ours >= theirs - 1e-8 * max(1.0, abs(theirs))
 
 
-@pytest.mark.skipif(not PAPER_DATA.exists(), reason="paper data not available (../shared is absent)")
+@pytest.mark.skipif(not PAPER_DATA.exists(), reason=missing_reason(PAPER_DATA))
 def test_portfolio_margin_is_at_least_the_paper_rules():
     data = np.load(PAPER_DATA / "portfolio.npz")
     k = data["samples"].shape[1]

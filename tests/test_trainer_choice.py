@@ -73,7 +73,8 @@ def test_infeasibility_uses_the_tables_tolerance():
 def test_done_line_flags_infeasible_and_says_what_ran():
     line = done_line("p/m", METRICS, TrainerConfig(epochs=300, pretrain_epochs=0, time_budget_s=120), "budget_120s")
     assert "ineq 2.8e-02 INFEASIBLE: worst ineq. violation 2.8e-02 > 1e-06" in line
-    assert "trained 2.5 of 300 epochs (trainer budget_120s, budget 120 s spent, 120.3 s)" in line
+    assert "stopped on its budget after 2 of 300 epochs (trainer budget_120s, budget 120 s spent, 120.3 s)" in line
+    assert "2.5" not in line  # the epochs it completed, not the cut epoch's share (issue 60 item 9)
     feasible = done_line("p/m", {**METRICS, "test/ineq_viol_worst": 0.0}, TrainerConfig(epochs=4, pretrain_epochs=2), "fast")
     assert "INFEASIBLE" not in feasible and "budget" not in feasible
     assert done_line("p/m", METRICS, TrainerConfig(), "fast", trainable=False).endswith("not trained (trainer fast)")

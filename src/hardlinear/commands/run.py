@@ -89,10 +89,14 @@ def run_task(cfg: Any) -> None:
 
     hc = HydraConfig.get()
     try:
+        from hardlinear.harness.pretraining import fit_pretraining
         from hardlinear.harness.trainer_choice import apply_trainer_choice
 
         note = apply_trainer_choice(cfg, hc.overrides.task, (_CONFIG_DIR or [CONF])[0])
         if note:  # the run's record (its config, train/epochs) and its done line say what ran
+            print(f"[hardlinear] {note}", flush=True)
+        note = fit_pretraining(cfg, hc.overrides.task)  # an explicit trainer.epochs wins over the pre-training schedule
+        if note:
             print(f"[hardlinear] {note}", flush=True)
         if hc.mode == RunMode.MULTIRUN:
             run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on

@@ -38,6 +38,7 @@ from hardlinear.harness.loggers import results_table
 from hardlinear.harness.origin import cpu_model, device_name, git_sha, provenance, sweep_token  # noqa: F401 - cpu_model: re-exported for old imports
 from hardlinear.harness.origin import utc_now as _now
 from hardlinear.harness.preflight import check_batch_memory, setup_method
+from hardlinear.harness.pretraining import method_pretrains
 from hardlinear.harness.reload import pinned_threads
 from hardlinear.harness.schemas import ConfigError, output_path_problem, validate_config
 from hardlinear.harness.sweep import note_unrecorded_failure
@@ -239,7 +240,10 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
         test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
         # --- training ---
-        trainer_cfg = TrainerConfig(**{k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items() if k != "name"})
+        schedule = {k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items() if k != "name"}
+        if not method_pretrains(cfg.method):  # E2ELR, LDF, ...: the schedule's pre-training epochs do not apply
+            schedule["pretrain_epochs"] = 0
+        trainer_cfg = TrainerConfig(**schedule)
         supervised = None
         if method.trainable and method.supervised:
             supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
@@ -306,7 +310,10 @@ def done_line(label: str, metrics: dict, trainer: TrainerConfig, trainer_name: s
     if not trainable:
         return line + f"; not trained (trainer {trainer_name})"
     ran = metrics.get("train/epochs", float("nan"))
-    line += f"; trained {ran:.4g} of {trainer.epochs} epochs (trainer {trainer_name}"
+    if trainer.time_budget_s is not None and metrics.get("train/budget_spent"):  # the epochs it completed, never the cut epoch's fraction (13.2)
+        line += f"; stopped on its budget after {int(ran)} of {trainer.epochs} epochs (trainer {trainer_name}"
+    else:
+        line += f"; trained {ran:.4g} of {trainer.epochs} epochs (trainer {trainer_name}"
     if trainer.time_budget_s is not None:
         spent = "spent" if metrics.get("train/budget_spent") else "not spent"
         line += f", budget {trainer.time_budget_s:g} s {spent}"

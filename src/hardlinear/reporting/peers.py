@@ -19,6 +19,7 @@ from typing import Any
 from hardlinear.reporting import peer_cells as pc
 from hardlinear.reporting.peer_cells import NOT_RUN, REFINED, Record
 from hardlinear.reporting.peer_timings import Timing, timing_for
+from hardlinear.reporting.stats import epochs_text
 
 PROBLEMS: tuple[str, ...] = ("dc3_qp", "dc3_nonconvex", "dcopf_14", "dcopf_57", "dcopf_118", "portfolio")
 INSTANCES = {"dc3_qp": "dc3_qp_eq50_ineq50", "dc3_nonconvex": "dc3_nonconvex_eq50_ineq50"}
@@ -90,7 +91,7 @@ def slot_rows(
                 epochs = [pc.epochs_trained(r) for r in ok]
                 row.update(pc.metric_cells(ok))
                 row["schedule"] = "; ".join(sorted({pc.schedule_text(r) for r in ok}))
-                row["epochs"] = pc.mean_sd(epochs, "g4") if any(e > 0 for e in epochs) else "—"
+                row["epochs"] = epochs_text(epochs, [r.get("train/budget_spent") for r in ok]) if any(e > 0 for e in epochs) else "—"
                 found = timing(ok, key[0]) if timing is not None else None
                 row["batch-1 ms"], row["batch-1024 / s"] = found.cells() if found else (NO_TIMING, NO_TIMING)
             out.append(row)

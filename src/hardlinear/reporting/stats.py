@@ -212,6 +212,24 @@ def fmt_time(time_ms: float, iterations: float) -> str:
     return t if math.isnan(iterations) else f"{t}({iterations:.0f})"
 
 
+def epochs_text(done: Sequence[float], budget_spent: Sequence[object] = ()) -> str:
+    """What the seeds of a row trained: ``300``, ``13-14`` (seeds differ), or ``stopped on its budget after 13
+    epochs`` when a wall-clock budget (``trainer.time_budget_s``) ended training: the epochs it completed, never a
+    fraction (a record's ``train/epochs`` counts the cut epoch's share of batches: 13.2)."""
+    runs = [(float(d), bool(b) and not (isinstance(b, float) and math.isnan(b))) for d, b in
+            zip(done, list(budget_spent) + [False] * (len(done) - len(budget_spent))) if not math.isnan(_num(d))]
+    if not runs:
+        return "nan"
+    stopped = [math.floor(d) for d, b in runs if b]
+    values = stopped or [d for d, _ in runs]
+    low, high = min(values), max(values)
+    span = f"{low:g}" if low == high else f"{low:g}-{high:g}"
+    if not stopped:
+        return span
+    seeds = "" if len(stopped) == len(runs) else f" ({len(stopped)} of {len(runs)} seeds)"
+    return f"stopped on its budget after {span} epoch{'' if span == '1' else 's'}{seeds}"
+
+
 def fmt_sci(x: float) -> str:
     """Our exact worst absolute violation: ``0`` or two significant digits in scientific notation."""
     if math.isnan(x):

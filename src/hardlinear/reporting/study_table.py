@@ -32,7 +32,15 @@ from typing import Any
 from hardlinear.evaluation.metrics import FEASIBILITY_TOL
 from hardlinear.reporting.labels import problem_title
 from hardlinear.reporting.render import Block, Cell, Table, render_latex, render_markdown
-from hardlinear.reporting.stats import check_one_setting, fmt_sci, row_label, rows_by_setting, summarize, with_keys
+from hardlinear.reporting.stats import (
+    check_one_setting,
+    epochs_text,
+    fmt_sci,
+    row_label,
+    rows_by_setting,
+    summarize,
+    with_keys,
+)
 
 RESULT_STATUSES = ("ok", "diverged", "")
 """Statuses whose runs have metrics (``""``: legacy CSV rows)."""
@@ -262,7 +270,9 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
                     Cell(f"{fmt_sci(figures['test/ineq_viol_mean mean'])} ({fmt_sci(figures['test/ineq_viol_worst max'])})"),
                     Cell({True: "yes", False: "NO", None: "?"}[ok]),
                     Cell(_g(figures["test/time_ms mean"])), Cell(_g(figures["test/throughput mean"], 4)),
-                    Cell(_g(figures["train/time_s mean"])), Cell(_g(figures["train/epochs mean"])),
+                    Cell(_g(figures["train/time_s mean"])),
+                    Cell(epochs_text(list(runs["train/epochs"]) if "train/epochs" in runs.columns else [],
+                                     list(runs["train/budget_spent"]) if "train/budget_spent" in runs.columns else [])),
                     Cell(_status_text(runs, others)),
                 ])
                 tidy.append({**record, **figures, "feasible": ok, "status": _status_text(runs, others), "reason": ""})

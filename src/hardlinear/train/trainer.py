@@ -327,7 +327,7 @@ def train(
         if on_state is not None and ((epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1 or stopping):
             on_state(training_state(epoch, method, optimizer, gen, result, best_state, time.perf_counter() - t_start, plateau))
         if result.budget_spent:
-            log.info("%s: time budget of %.0f s spent after %.2f of %d epochs", method.name, cfg.time_budget_s, result.epochs, cfg.epochs)
+            log.info("%s: stopped on its budget (%.0f s) after %d of %d epochs", method.name, cfg.time_budget_s, int(result.epochs), cfg.epochs)
             break
         if result.early_stopped:
             log.info("%s: stopped early after epoch %d of %d: no better validation loss for %d epochs (best: epoch %d)",

@@ -211,7 +211,9 @@ def _check_pretrain_le_epochs(check: _Checker, section: str, values: dict, ok: d
         )
 
 
-def _check_trainer(check: _Checker, trainer: Any) -> None:
+def _check_trainer(check: _Checker, trainer: Any, pretrains: bool = True) -> None:
+    """``pretrains``: whether the run's method pre-trains (``harness.pretraining.method_pretrains``); one that does
+    not ignores ``pretrain_epochs``, so it is not checked against ``epochs``."""
     if not isinstance(trainer, dict):
         return
     from hardlinear.train.trainer import TrainerConfig
@@ -222,7 +224,8 @@ def _check_trainer(check: _Checker, trainer: Any) -> None:
 
     ok = check.check_section("trainer", trainer, hints, TRAINER_RANGES, {"train_inputs": TRAIN_INPUTS, "sampling": SAMPLINGS,
                              "optimizer": tuple(OPTIMIZERS), "schedule": SCHEDULES})
-    _check_pretrain_le_epochs(check, "trainer", trainer, ok)
+    if pretrains:
+        _check_pretrain_le_epochs(check, "trainer", trainer, ok)
     if ok.get("plateau_factor") and trainer["plateau_factor"] is not None and trainer.get("schedule", "constant") != "constant":
         check.error(f"trainer.plateau_factor decays the rate on a validation plateau and trainer.schedule={trainer['schedule']!r} "
                     "sets it every epoch: use one or the other (trainer.schedule=constant)")

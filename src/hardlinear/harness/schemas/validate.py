@@ -40,7 +40,7 @@ def validate_config(cfg: DictConfig | Mapping) -> None:
     _check_top(check, data)
     _check_problem(check, data.get("problem"))
     _check_method(check, data.get("method"), data.get("problem"))
-    _check_trainer(check, data.get("trainer"))
+    _check_trainer(check, data.get("trainer"), _pretrains(data.get("method")))
     _check_paths_and_threads(check, data)
     if check.errors:
         raise ConfigError(check.errors)
@@ -66,7 +66,13 @@ def validate_stored_config(config: Mapping) -> None:
     _check_top(check, data, stored=True)
     _check_problem(check, data.get("problem"))
     _check_method(check, data.get("method"), data.get("problem"))
-    _check_trainer(check, data.get("trainer"))
+    _check_trainer(check, data.get("trainer"), _pretrains(data.get("method")))
     _check_seeds_and_names(check, data)
     if check.errors:
         raise ConfigError(check.errors)
+
+
+def _pretrains(method) -> bool:
+    from hardlinear.harness.pretraining import method_pretrains
+
+    return method_pretrains(method) if isinstance(method, Mapping) else True

@@ -156,14 +156,46 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def time_left(elapsed: float, done: int, total: int) -> str:
-    """``"; 2 of 6 done in 4 min, about 8 min left"``: the remaining runs at the mean pace of the finished ones (a
-    sweep whose methods differ in cost makes it rough; runs skipped as already recorded make it low). ``""`` before
-    the first run finishes or when the total is not known."""
+def time_left(elapsed: float, done: int, total: int, ran: dict[str, list[float]] | None = None,
+              coming: Sequence[str] = ()) -> str:
+    """``"; 2 of 6 done in 4 min, about 8 min left"``: what the remaining runs will take. With ``ran`` (seconds of
+    each run that ran, by method) and ``coming`` (the method of each run still to come, ``job_methods``): each
+    coming run at its method's mean, a method not seen yet at the mean of all that ran; runs skipped as already
+    recorded count nothing. Without them (parallel launchers): the mean pace of the finished runs, which a sweep of
+    methods of different cost (E2ELR's seconds before the proposed method's minutes) or skipped runs make wrong.
+    ``""`` before the first run finishes or when the total is not known."""
     if done <= 0 or total <= 0:
         return ""
     so_far = f"; {done} of {total} done in {duration(elapsed)}"
-    return so_far if done >= total else so_far + f", about {duration((total - done) * elapsed / done)} left"
+    if done >= total:
+        return so_far
+    every = [t for times in (ran or {}).values() for t in times]
+    if every and len(coming) == total - done:
+        mean = sum(every) / len(every)
+        left = sum(sum(ran[m]) / len(ran[m]) if ran.get(m) else mean for m in coming)
+    else:
+        left = (total - done) * elapsed / done
+    return so_far + f", about {duration(left)} left"
+
+
+def job_methods(overrides: list[str]) -> list[str]:
+    """The ``method`` of each job of a sweep in the basic sweeper's order (the product of the overrides' values, the
+    first override varying slowest, a key given twice taking its last place); ``[]`` when no override names the
+    method or the overrides cannot be read."""
+    import itertools
+
+    try:
+        lists: dict[str, list[str]] = {}
+        for o in OverridesParser.create().parse_overrides(overrides):
+            key = o.get_key_element()
+            lists.pop(key, None)
+            lists[key] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+    except Exception:  # noqa: BLE001 - an override the parser does not know: no per-method estimate
+        return []
+    if "method" not in lists:
+        return []
+    at = list(lists).index("method")
+    return [combo[at] for combo in itertools.product(*lists.values())]
 
 
 SHOWN_FIRST = ("problem", "method", "seed")
@@ -198,6 +230,9 @@ class SweepProgress(Callback):
         self.total = 0
         self.done = 0
         self.t0 = 0.0
+        self.methods: list[str] = []  # each job's method, in order (basic launcher: the per-method estimate)
+        self.ran: dict[str, list[float]] = {}  # seconds of each job that ran (not skipped), by method
+        self._job: tuple[str, float] | None = None
         self.bar: Any = None
         self.sweep_dir: Path | None = None
         self._stop: threading.Event | None = None
@@ -245,6 +280,9 @@ class SweepProgress(Callback):
             self.total = count_sweep(sweep_overrides(config))
         except Exception:  # an override syntax the counter does not know: no total, still a bar
             self.total = 0
+        self.methods = job_methods(sweep_overrides(config))
+        if len(self.methods) != self.total:
+            self.methods = []
         self.t0 = time.perf_counter()
         self.token = os.environ[SWEEP_TOKEN_ENV] = f"{uuid.uuid4().hex}"  # before any job: workers inherit it
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -270,15 +308,19 @@ class SweepProgress(Callback):
             self.bar.update(finished - self.done)
             self.done = finished
             if self.bar.disable:
-                print(f"[sweep] {self.done}/{self.total or '?'} runs done"
-                      + time_left(time.perf_counter() - self.t0, self.done, self.total), flush=True)
+                print(f"[sweep] {self.done}/{self.total or '?'} runs done" + self._eta(), flush=True)
+
+    def _eta(self) -> str:
+        coming = self.methods[self.done:] if self.methods and self.ran else ()
+        return time_left(time.perf_counter() - self.t0, self.done, self.total, self.ran, coming)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.bar is None:
             return
         if not self.bar.disable:
             self._route_output()
-        eta = time_left(time.perf_counter() - self.t0, self.done, self.total)
+        eta = self._eta()
+        self._job = (str(config.hydra.runtime.choices.get("method", "")), time.perf_counter())
         line = run_line(self.done + 1, self.total, dict(config.hydra.runtime.choices), config.get("seed"),
                         list(config.hydra.overrides.task), eta)
         print("\n" + line, flush=True)
@@ -286,6 +328,10 @@ class SweepProgress(Callback):
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         if self.bar is None:
             return
+        if self._job is not None and (Path(str(config.hydra.runtime.output_dir)) / results.RECORD_FILE).is_file():
+            method, began = self._job  # it ran (a skipped run writes no record): its time counts for its method
+            self.ran.setdefault(method, []).append(time.perf_counter() - began)
+        self._job = None
         self._advance(self.done + 1)  # basic launcher: counts already-recorded skips too
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

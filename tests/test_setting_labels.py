@@ -63,11 +63,11 @@ def test_the_figures_name_them_in_legend_and_subtitle(tmp_path):
     assert f"rows differ in {', '.join(DIFFER)}" in subtitle
     series = figures._series(runs)  # before: MixedSettings (one method, two learning rates), so no figure at all
     fig = figures.gap_time_figure(series, "t", subtitle)
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [" ".join(t.get_text().split()) for t in fig.axes[0].get_legend().get_texts()]  # long entries wrap
     assert f"Proposed {_expected('true', 64, '0.0001')} (2)" in legend
     assert f"Proposed (rule=cost) {_expected('false', 256, '0.001')} (2)" in legend
     fig = figures.gap_violation_figure(runs, "t", subtitle)
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [" ".join(t.get_text().split()) for t in fig.axes[0].get_legend().get_texts()]
     assert f"LDR {_expected('true', 64, '0.0001')} (1)" in legend
 
 

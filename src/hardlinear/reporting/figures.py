@@ -261,10 +261,14 @@ LEGEND_CHARS = 60
 """Legend entries wrap at this width: a long label or reason made the figure twice as wide as its axes."""
 
 
-def _wrap(text: str) -> str:
+TICK_CHARS = 30
+"""Bar labels wrap at this width: a long variant made the violations figure three times as tall as its bars."""
+
+
+def _wrap(text: str, width: int = LEGEND_CHARS) -> str:
     import textwrap
 
-    return "\n".join(textwrap.wrap(text, LEGEND_CHARS, break_long_words=False, subsequent_indent="  ")) or text
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False, subsequent_indent="  ")) or text
 
 
 def worst_violation(stats) -> float:
@@ -301,7 +305,7 @@ def gap_violation_figure(runs, title: str, subtitle: str = ""):
         if xs:
             drawn += 1
             xmax = max(xmax, *xs)
-            ax.plot(xs, ys, MARKERS[i % len(MARKERS)], ls="", color=color(i), label=f"{row_label(key, setting)} ({len(xs)})")
+            ax.plot(xs, ys, MARKERS[i % len(MARKERS)], ls="", color=color(i), label=_wrap(f"{row_label(key, setting)} ({len(xs)})"))
     if not drawn:
         return None
     ax.set_xscale("symlog", linthresh=VIOLATION_LINTHRESH, linscale=0.6)
@@ -357,7 +361,7 @@ def violation_figure(series, title: str, subtitle: str = "", reference: dict[str
                     ax.plot([x - width / 2, x + width / 2], [ref, ref], color="0.3", lw=1.5,
                             label="paper" if "paper" not in ax.get_legend_handles_labels()[1] else None)
         _symlog_violation_axis(ax, f"{name} violation (relative norm)")
-        ax.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=35, ha="right", fontsize=7)
+        ax.set_xticks(range(len(rows)), [_wrap(label, TICK_CHARS) for label, _ in rows], rotation=35, ha="right", fontsize=7)
         ax.set_title(name, fontsize=8)
         ax.grid(True, axis="y", which="both", alpha=0.3)
     fig.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=9)
@@ -418,7 +422,7 @@ def training_curves_figure(runs, title: str, subtitle: str = "", reference: dict
             values = table.to_numpy(dtype=float)
             mean = np.nanmean(values, axis=1)
             shade = color(i)
-            tag = f"{name} ({len(frames)} seed{'s' if len(frames) > 1 else ''})"
+            tag = _wrap(f"{name} ({len(frames)} seed{'s' if len(frames) > 1 else ''})")
             if len(epochs) == 1:  # one validation point: a labelled marker, not a lone dot
                 ax.plot(epochs, mean, MARKERS[i % len(MARKERS)], color=shade, label=tag)
                 ax.annotate(f"{mean[0]:.3g}", (epochs[0], mean[0]), textcoords="offset points", xytext=(5, 5), fontsize=7)

@@ -46,7 +46,7 @@ th { background: #f2f2f2; cursor: pointer; user-select: none; }
 .scroll { overflow-x: auto; max-width: 100%; }  /* a table wider than the page scrolls in its box: every column reachable */
 table.study td:first-child { min-width: 10em; max-width: 24em; overflow-wrap: anywhere; }
 table.study td:nth-child(n+2):nth-child(-n+10) { white-space: nowrap; }  /* a number never breaks at its exponent */
-table.runs td { overflow-wrap: anywhere; } table.runs td:nth-child(6) { min-width: 14em; }
+table.runs td { overflow-wrap: anywhere; } table.runs td:nth-child(6) { min-width: 14em; } table.runs td:nth-child(4) { overflow-wrap: normal; }
 td details summary { cursor: pointer; } td details[open] { max-width: 40em; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; } th[aria-sort="descending"]::after { content: " \\25BC"; }
 tr.infeasible td { background: #fde2e2; } tr.infeasible td:first-child::before { content: "INFEASIBLE "; color: #b00; font-weight: bold; font-size: 0.8em; }

@@ -29,6 +29,9 @@ NOT_APPLICABLE = {
     ("pinet", "portfolio"): r"here G depends on the input \(11 equality, 9 inequality rows, n = 16\)",
     ("e2elr", "dcopf_14"): r"dcopf_14 is not one: run it with problem=ed",
     ("e2elr", "portfolio"): r"portfolio is not one: run it with problem=ed",
+    # ML4OPF's two LDF schedules (issue 58) derive the thermal slack from the dispatch: economic dispatch only
+    **{(ldf, problem): r"needs an economic dispatch \(problem=ed\)" for ldf in ("ldf_ml4opf_defaults", "ldf_ml4opf_tests")
+       for problem in ("dcopf_14", "portfolio")},
 }
 EXTRA = {"projection_layer": ["trainer.batch_size=4", "trainer.batches_per_epoch=2", "trainer.epochs=2", "trainer.pretrain_epochs=0"]}  # one conic solve per instance: keep the smoke test short
 

@@ -68,7 +68,7 @@ def test_the_two_ldf_schedules():
     tests = resolved("method=ldf_ml4opf_tests")["method"]
     defaults = resolved("method=ldf_ml4opf_defaults")["method"]
     assert (tests["step_size"], tests["update_every"], defaults["step_size"], defaults["update_every"]) == (1e-2, 1, 1e-5, 500)
-    assert tests["name"] == defaults["name"] == "ldf" and tests["fit"] == defaults["fit"] == "supervised"
+    assert (tests["name"], defaults["name"]) == ("ldf_ml4opf_tests", "ldf_ml4opf_defaults") and tests["fit"] == defaults["fit"] == "supervised"
 
 
 def test_the_case_override_is_not_called_unknown():

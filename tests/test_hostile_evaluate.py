@@ -65,7 +65,8 @@ def test_outputs_are_published_together(run_dir, tmp_path):
     row = evaluate_run(run_dir, test_size=3, test_seed=7, out_dir=out)
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "per_instance.csv", "predictions.npz", "record.json"]
     assert json.loads((out / "metrics.json").read_text())["data.test_size"] == 3 == row["data.test_size"]
-    assert results.read_record(out / "record.json")["row"]["run_dir"] == str(out)
+    record = results.read_record(out / "record.json")  # its run_dir: where it was published, not where it was staged
+    assert record["row"]["run_dir"] == results.stored_run_dir(out, record["config"].get("results_dir"))
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 

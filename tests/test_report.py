@@ -159,3 +159,12 @@ def test_the_page_at_1400_px_shows_every_column_and_folds_long_reasons(report, t
     assert len(folded) == 1 and not folded[0][0] and "HardNet-Aff needs the stacked constraint matrix" in folded[0][2]
     assert any(not d[0] and "HardNet-Aff needs" in d[2] for d in tables["runs"]["details"])
     assert seen["images"] and all(right <= seen["vw"] for right, _ in seen["images"])
+
+
+def test_a_long_run_directory_or_wandb_command_is_folded_under_its_end():
+    """A cluster or pytest path in the runs table made its rows 109 px (over ``ROW_PX``) at 1,400 px: it is folded."""
+    from hardlinear.reporting.html_report import _path_cell
+
+    long = "/scratch/a-very-long-cluster-user-folder/project/results/multirun/20261129-071248-e3e60d/2-linear-seed0"
+    assert _path_cell(long).startswith("<details><summary>…/20261129-071248-e3e60d/2-linear-seed0</summary>")
+    assert long in _path_cell(long) and _path_cell("results/x") == "results/x"

@@ -211,7 +211,8 @@ def write_record(run_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     run_dir = Path(run_dir)
     body = _jsonable(dict(record))
     if isinstance(body.get("row"), dict) and isinstance(body.get("config"), dict):
-        body["row"] = {**body["row"], "run_dir": stored_run_dir(run_dir, body["config"].get("results_dir"))}
+        where = body["row"].get("run_dir") or run_dir  # the run's own directory (a record may be staged elsewhere first)
+        body["row"] = {**body["row"], "run_dir": stored_run_dir(where, body["config"].get("results_dir"))}
     for key in ("identity", "study", "status", "row", "config"):
         if key not in body:
             raise ValueError(f"a record needs {key!r}; got keys {sorted(body)}")

@@ -123,6 +123,15 @@ def _status(text: str) -> str:
     return f"<details><summary>{_e(status)}:</summary> {_e(reason)}</details>"  # the text reads "status: reason" still
 
 
+def _path_cell(path: str) -> str:
+    """A Run directory cell: as it is when short, else its last two parts with the whole path folded under them (a
+    temporary or cluster path made a row of the runs table five lines tall)."""
+    if len(path) <= FOLD_CHARS:
+        return _e(path)
+    tail = "/".join(Path(path).parts[-2:])
+    return f"<details><summary>…/{_e(tail)}</summary> {_e(path)}</details>"
+
+
 def _reason(text: str) -> str:
     """A Reason cell of the runs: as it is when short, else its start with the full text folded under it."""
     if len(text) <= FOLD_CHARS:
@@ -204,13 +213,15 @@ def runs_html(df) -> str:
             run_dir = str(Path(str(row["record"])).parent)
         text, href = wandb_link(run_dir) if run_dir else ("", None)
         link = f'<a href="{_e(href)}">{_e(text)}</a>' if href else _e(text)
+        if len(text) > FOLD_CHARS:  # an offline run's `wandb sync <path>`: the command whole, under its start
+            link = f"<details><summary>{_e(text.split(' /')[0])} …</summary> {link}</details>"
         status = "" if _missing(row.get("status")) else str(row["status"]) or "ok"
         config = run_config(row)
         method = str(row.get("method", "")) + (f" {row['variant']}" if not _missing(row.get("variant")) else "")
         cells = [row.get("problem", ""), method, "" if _missing(row.get("seed")) else int(row["seed"])]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="status-{_e(status)}">{_e(status)}</td>'
-                    + f"<td>{_reason('' if _missing(row.get('reason')) else str(row['reason']))}</td><td>{_e(run_dir)}</td><td>{link}</td>"
+                    + f"<td>{_reason('' if _missing(row.get('reason')) else str(row['reason']))}</td><td>{_path_cell(run_dir)}</td><td>{link}</td>"
                     + (f"<td><details><summary>config</summary><pre>{_e(config)}</pre></details></td>" if config else "<td>not recorded</td>")
                     + "</tr>")
     head = "".join(f"<th>{_e(c)}</th>" for c in RUN_COLUMNS)

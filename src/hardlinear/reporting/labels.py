@@ -15,7 +15,7 @@ METHOD_LABELS = {
     "eapm": "EAPM", "dc3": "DC3", "ldr": "LDR", "penalty": "Penalty", "alm": "ALM",
     # the peers after the paper's methods, spelled as their authors do (a table never mixes "DC3" with "fsnet")
     "hardnet_aff": "HardNet-Aff", "pinet": "Pinet", "fsnet": "FSNet", "gauge": "Gauge", "projection_layer": "Projection layer",
-    "e2elr": "E2ELR", "ldf": "LDF",
+    "e2elr": "E2ELR", "ldf": "LDF", "ldf_ml4opf_tests": "LDF (ML4OPF tests)", "ldf_ml4opf_defaults": "LDF (ML4OPF defaults)",
 }
 # Rows are ordered as here (the paper's methods in the paper's order, then the peers), then other names
 # alphabetically; the paper's tables keep the paper's order.

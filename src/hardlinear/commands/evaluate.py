@@ -4,8 +4,8 @@
 Writes a record (``record.json``: study ``<the run's study>-eval`` or ``--study``, so ``hardlinear tables`` and the
 loader see it), ``metrics.json`` and ``predictions.npz`` into ``RUN_DIR/eval/<time>-<data>/`` (or ``--out``);
 prints the headline figures. Runs on the core install (``pip install hardlinear``): no extra is needed to reload
-and evaluate a model, except the PGLib grids of a DC-OPF run (``pip install 'hardlinear[harness]'``). See README
-"Saved models".
+and evaluate a model, a DC-OPF run's included (its checkpoint carries the grid; one saved before that rebuilds it from
+PGLib: ``pip install 'hardlinear[harness]'``). See README "Saved models".
 """
 
 import argparse

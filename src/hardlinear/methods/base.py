@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +41,9 @@ class Context:
     progress: bool = True
     network: dict = field(default_factory=lambda: {"hidden": 256, "layers": 2, "batch_norm": True})
     extras: dict = field(default_factory=dict)
+    given_rule: Any = None
+    """A decision rule to verify and use instead of solving one (a checkpoint's: ``harness.checkpoint.load_run``);
+    ``methods.ldr.load_rule`` checks it against the problem (``rules.checks.reverify``) and refuses one that fails."""
 
     def generator(self, offset: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed + offset)

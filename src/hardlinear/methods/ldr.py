@@ -21,10 +21,19 @@ def load_rule(
     inequality by about ``|t*|`` at the box vertex that binds, so the guarantee then holds to that level.
     ``rule_objective="cost"``: the cost-aware rule (keeps ``t >= margin_fraction * t*``, minimises the expected
     objective over the box; docs/cost_aware_rule.md). ``rule_device``: where the "reduced" solver runs.
+    ``ctx.given_rule`` (a reloaded checkpoint's rule): verified against the problem
+    (:func:`~hardlinear.rules.checks.check_given_rule`, no program solved) and used; nothing is solved or cached.
     """
     from hardlinear.rules.decision_rule import solve_decision_rule
 
     t0 = time.perf_counter()
+    given = getattr(ctx, "given_rule", None)
+    if given is not None:
+        from hardlinear.rules.checks import check_given_rule
+        from hardlinear.rules.decision_rule import WEAK_MARGIN
+
+        check_given_rule(problem, given, 0.0 if require_positive_margin else -WEAK_MARGIN)
+        return given.to(ctx.device, dtype), time.perf_counter() - t0
     rule = solve_decision_rule(
         problem, solver=solver, cache_dir=ctx.cache_dir, require_positive_margin=require_positive_margin,
         rule_objective=rule_objective, margin_fraction=margin_fraction, progress=bool(getattr(ctx, "progress", True)),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import numpy as np
+
 from hardlinear.problems.base import Objective, Problem
 from hardlinear.problems.dc3 import DC3QP, DC3Nonconvex
 from hardlinear.problems.dcopf import DCOPF, PAPER_UNCERTAINTY, available_cases
@@ -45,22 +47,41 @@ PAPER_SIZES = {
 }
 
 
-def build_problem(name: str, cache_dir: str | None = None, **options: Any) -> Problem:
+def build_problem(name: str, cache_dir: str | None = None, stored: dict[str, Any] | None = None, **options: Any) -> Problem:
     """Build a problem by name: ``build_problem("dcopf_118", objective="qp")``,
     ``build_problem("dcopf", case="pglib_opf_case300_ieee", uncertainty=0.1)``. ``cache_dir``: where a problem
-    that keeps a costly part of its build on disk (the dispatch's PTDF) keeps it; the others ignore it."""
+    that keeps a costly part of its build on disk (the dispatch's PTDF) keeps it; the others ignore it.
+    ``stored``: what the problem's ``rebuild_arrays()`` returned (a checkpoint keeps it), so that a grid is rebuilt
+    from it instead of from its PGLib case; ``ValueError`` for data this problem does not take."""
     if name not in PROBLEMS:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}")
     cls, fixed = PROBLEMS[name]
     clash = set(fixed) & set(options)
     if clash:
         raise ValueError(f"{name} fixes {sorted(clash)}; use problem 'dcopf' with case=... to choose another case")
-    kwargs = {**fixed, **options}
+    kwargs = {**fixed, **options, **_stored_options(cls, stored)}
     if cache_dir is not None and "cache_dir" in inspect.signature(cls).parameters:
         kwargs["cache_dir"] = str(cache_dir)
     if cls is DCOPF:
         kwargs.setdefault("name", name if name != "dcopf" else kwargs.get("case", "dcopf"))
     return cls(**kwargs)
+
+
+def _stored_options(cls: type[Problem], stored: dict[str, Any] | None) -> dict[str, Any]:
+    """The constructor arguments of ``stored`` (a grid's ``rebuild_arrays()``): ``network=`` as a checked
+    :class:`~hardlinear.problems.dcopf.Network`, ``matpower_c2=`` as an array."""
+    if not stored:
+        return {}
+    from hardlinear.problems.dcopf import network_from_arrays
+
+    accepted = set(inspect.signature(cls).parameters)
+    unknown = sorted(set(stored) - (accepted & {"network", "matpower_c2"}))
+    if unknown:
+        raise ValueError(f"{cls.__name__} takes no stored {', '.join(unknown)}")
+    out: dict[str, Any] = {"network": network_from_arrays(dict(stored["network"]))} if "network" in stored else {}
+    if stored.get("matpower_c2") is not None:
+        out["matpower_c2"] = np.asarray(stored["matpower_c2"], dtype=np.float64)
+    return out
 
 
 def planned_sizes(name: str, **options: Any) -> dict[str, int | str] | None:

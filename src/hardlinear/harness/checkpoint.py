@@ -1,4 +1,4 @@
-"""Saved models: the run's kept checkpoint on disk, its reload, and the TorchScript export of the proposed model.
+"""Saved models: the run's kept checkpoint on disk, its reload, and its export as a ``torch.export`` program.
 
 ``<run_dir>/checkpoint.pt`` (one file, written atomically: temp file, fsync, rename) holds
 
@@ -420,78 +420,126 @@ def _sizes(method) -> dict[str, int]:
 
 # --- export --------------------------------------------------------------------------------------------------
 class _Inference(torch.nn.Module):
-    """``xi: (B, k) float64 -> y: (B, n)``: the proposed method's inference as one module (network, then the
-    feasibility layer), the form that TorchScript tracing records soundly (see :func:`export`)."""
+    """``xi: (B, k) float64 -> y: (B, n)``: the method's ``predict`` as one module, on its unfused path (what
+    :func:`export` records: see there)."""
 
     def __init__(self, method) -> None:
         super().__init__()
-        self.net, self.layer, self.layer_dtype = method.net, method.layer, method.layer_dtype
-        self.refiner = getattr(method, "refiner", None)  # method.refine (issue 28): a fixed number of steps, traceable
-        self.pick_by_objective = self.refiner is not None and getattr(method, "refine_pick", "refined") == "objective"
-        self.objective = method.problem.objective if self.pick_by_objective else None
+        self.method = method
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        from hardlinear.layers.network import run_net
-        from hardlinear.layers.refine import pick_lowest_objective
-
-        xw, y_task = xi.to(self.layer_dtype), run_net(self.net, xi).to(self.layer_dtype)
-        if self.refiner is None:
-            return self.layer(xw, y_task)
-        if not self.pick_by_objective:
-            return self.layer(xw, self.refiner(xw, y_task))
-        return pick_lowest_objective(self.layer, self.objective, xw, y_task, self.refiner)[0]
+        return self.method.predict(xi).y
 
 
+EXPORT_KINDS = ("export", "torchscript")
 EXPORT_RTOL = 1e-12
-"""Largest relative difference allowed between the exported module and the reloaded method's ``predict`` (the
-model the run evaluated) on the check inputs: the same operations on the same tensors, so 0 in practice."""
+"""Largest relative difference allowed between the exported program and the reloaded method's unfused ``predict``
+in float64 on the check inputs: the same operations on the same tensors (Douglas-Rachford's iterations out of place
+instead of in place: ~1e-14 after 200 of them), so far below it."""
 FUSED_RTOL = {torch.float32: 1e-5, torch.float64: 1e-10}
-"""... and against ``fuse(method)``, by the network's dtype: the fused path never forms the float32 task output
-(its rounding, ~1e-7 relative, is the difference; :mod:`hardlinear.layers.fused`), in float64 ~1e-13."""
+"""... and against ``fuse(method)`` (what ``predict`` runs by default where it applies), by the network's dtype: the
+fused path never forms the float32 task output (its rounding, ~1e-7 relative, is the difference;
+:mod:`hardlinear.layers.fused`), in float64 ~1e-13."""
+EXPORT_EXAMPLE_ROWS = 64
 
 
 @torch.no_grad()
 def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int = 256,
-           files: Mapping[str, str | os.PathLike] | None = None) -> Path:
-    """Write the run's proposed model as TorchScript (``torch.jit.load(path)(xi) -> y``, float64 in and out).
+           files: Mapping[str, str | os.PathLike] | None = None, kind: str = "export") -> Path:
+    """Write the run's model as one program, ``xi: (B, k) float64 -> y: (B, n)``, for any batch size ``B >= 1``.
 
-    Why the network and the layer are traced rather than ``fuse(method)``: the fused module takes data-dependent
-    shortcuts (rows already feasible skip the blend; batch-1 and chunked paths), and ``torch.jit.trace`` records
-    only the path its example took, so a trace of it would drop the blend for other inputs; ``torch.jit.script``
-    does not compile it. The network-and-layer path computes every row the same way, so its trace holds for any
-    finite input. Before writing, the trace is checked on fresh inputs from the box and on its corners against
-    the reloaded ``method.predict`` (:data:`EXPORT_RTOL`) and against ``fuse(method)`` (:data:`FUSED_RTOL`); a
-    mismatch raises :class:`CheckpointError` and nothing is written. Not covered: inputs with NaN or inf (the
-    trace assumes finite rows) and the out-of-domain warning (only the eager model warns).
+    ``kind="export"`` (the default): a ``torch.export`` program (save it as ``.pt2``; use it with
+    ``torch.export.load(path).module()(xi)``), the format torch keeps. ``kind="torchscript"``: the former
+    TorchScript trace (``torch.jit.load(path)(xi)``), while torch still has TorchScript (deprecated there: it warns).
+
+    Every method whose ``predict`` is torch arithmetic exports, the refined one included: its Douglas-Rachford
+    iterations are recorded out of place, their count fixed (``refine_eval_steps``). Methods whose inference calls
+    a solver (``optimizer``, ``post_projection``, ``projection_layer``) cannot become a torch program and raise
+    :class:`CheckpointError` saying so. What is recorded is the method's unfused path: the fused module
+    (:mod:`hardlinear.layers.fused`) takes data-dependent shortcuts (rows already feasible skip the blend) that
+    one program cannot hold for every input. Before writing, the program is run on fresh inputs from the input set
+    and on the box's corners and compared with the reloaded method's unfused ``predict`` (:data:`EXPORT_RTOL`, in
+    float64) and, where it applies, with ``fuse(method)`` (:data:`FUSED_RTOL`); a mismatch raises
+    :class:`CheckpointError` and nothing is written. Not covered: the out-of-domain warning (the eager model's).
     """
-    from hardlinear.layers.fused import fuse
-
+    if kind not in EXPORT_KINDS:
+        raise ValueError(f"kind must be one of {EXPORT_KINDS}; got {kind!r}")
     method = load_run(run_dir, files=files)  # files: the problem files the run read (see load_run)
-    if not hasattr(method, "layer") or not hasattr(method, "net"):
-        raise CheckpointError(f"export supports the proposed method (network + feasibility layer); {run_dir} is {method.name}")
+    solver = _solver_inference(method)
+    if solver:
+        raise CheckpointError(f"{run_dir}: {method.name} cannot be exported as a torch program: {solver}")
     problem = method.problem
-    module = _Inference(method).eval()
-    example = problem.sample(64, generator=torch.Generator().manual_seed(0)).to(torch.float64)
+    fused_before = getattr(method, "fused_inference", None)
+    if fused_before is not None:
+        method.fused_inference = False
+    try:
+        module = _Inference(method).eval()
+        example = problem.sample(EXPORT_EXAMPLE_ROWS, generator=torch.Generator().manual_seed(0)).to(torch.float64)
+        program, run, data = _record(module, example, kind, run_dir, method.name)
+        xi = check_inputs(problem, check_size)
+        got = run(xi)
+        checks = [("method.predict (unfused)", method.predict(xi).y, EXPORT_RTOL)]
+        single = run(xi[:1])  # batch 1: the same program
+        checks.append(("method.predict at batch 1", method.predict(xi[:1]).y, EXPORT_RTOL))
+    finally:
+        if fused_before is not None:
+            method.fused_inference = fused_before
+    if fused_before is not None and getattr(method, "unfusable_reason", lambda: None)() is None:
+        from hardlinear.layers.fused import fuse
+
+        net_dtype = next(method.net.parameters()).dtype
+        checks.append(("fuse(method)", fuse(method)(xi), FUSED_RTOL.get(net_dtype, 1e-5)))
+    for (name, reference, tol), out in zip(checks, (got, single, got), strict=False):
+        diff = relative_difference(out, reference)
+        if not diff <= tol:
+            raise CheckpointError(f"the exported model differs from {name} by {diff:.3g} (relative) > {tol:g}; not written")
+    path = Path(path)
+    atomic_write_bytes(path, data())
+    return path
+
+
+def _solver_inference(method) -> str:
+    """Why ``method``'s inference is no torch program ("" when it is): it calls an external solver."""
+    from hardlinear.methods.optimizer import Optimizer
+    from hardlinear.methods.post_projection import PostProjection
+    from hardlinear.methods.projection_layer import ProjectionLayer
+
+    if isinstance(method, Optimizer | PostProjection | ProjectionLayer):
+        return "its inference solves an optimisation problem with an external solver for each input"
+    return ""
+
+
+def _record(module: torch.nn.Module, example: torch.Tensor, kind: str, run_dir, name: str):
+    """``(program, run(xi) -> y, data() -> bytes)`` of ``module`` recorded on ``example`` by ``kind``."""
+    if kind == "export":
+        batch = torch.export.Dim("batch", min=1)
+        try:
+            with warnings.catch_warnings():  # the layer keeps its last call's statistics (refine_pick reads them):
+                warnings.filterwarnings("ignore", message="The tensor attributes .* were assigned during export")
+                program = torch.export.export(module, (example,), dynamic_shapes=({0: batch},), strict=False)
+        except Exception as err:  # noqa: BLE001 - any failure to record means the same to the user
+            raise CheckpointError(f"{run_dir}: {name} could not be recorded by torch.export ({type(err).__name__}: "
+                                  f"{str(err).splitlines()[0] if str(err) else ''}); kind='torchscript' traces it instead") from err
+        callable_ = program.module()
+
+        def data() -> bytes:
+            buf = io.BytesIO()
+            torch.export.save(program, buf)
+            return buf.getvalue()
+
+        return program, lambda xi: callable_(xi), data
+    if not hasattr(torch.jit, "trace"):
+        raise CheckpointError("this torch has no TorchScript: export with kind='export' (a .pt2 program)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the shape checks: constant for a given model
         traced = torch.jit.trace(module, (example,), check_trace=False)
-    xi = check_inputs(problem, check_size)
-    got = traced(xi)
-    net_dtype = next(method.net.parameters()).dtype
-    fused_tol = FUSED_RTOL.get(net_dtype, 1e-5)
-    predict_tol = fused_tol if getattr(method, "fused_inference", False) else EXPORT_RTOL  # predict runs fused then
-    for name, reference, tol in (
-        ("method.predict", method.predict(xi).y, predict_tol),
-        ("fuse(method)", fuse(method)(xi), fused_tol),
-    ):
-        diff = relative_difference(got, reference)
-        if not diff <= tol:
-            raise CheckpointError(f"the traced model differs from {name} by {diff:.3g} (relative) > {tol:g}; not written")
-    path = Path(path)
-    buf = io.BytesIO()
-    torch.jit.save(traced, buf)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+
+    def data() -> bytes:
+        buf = io.BytesIO()
+        torch.jit.save(traced, buf)
+        return buf.getvalue()
+
+    return traced, lambda xi: traced(xi), data
 
 
 def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:

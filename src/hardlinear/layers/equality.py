@@ -303,7 +303,7 @@ class EqualityProjector(nn.Module):
         L, info = torch.linalg.cholesky_ex(M)
         singular = info != 0
         pinv = None
-        if bool(singular.any()):
+        if torch.compiler.is_exporting() or bool(singular.any()):  # an exported program holds both (same rows)
             # Dependent rows at these inputs: the pseudo-inverse gives the least-norm correction. Inputs that
             # are not finite (NaN xi) make M non-finite: give them the identity and let the NaN pass through.
             eye = torch.eye(self.m_eq, dtype=M.dtype, device=M.device)

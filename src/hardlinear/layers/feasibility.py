@@ -455,7 +455,10 @@ class FeasibilityLayer(nn.Module):
             # alpha and the gradient, would be NaN. Such rows count as non-finite too and get the safe output.
             total = _to(total, work) + s_tn.sum(dim=1) + need.sum(dim=1)
             finite = (total - total) == 0
-        all_finite = bool(finite.all())
+        # torch.export records one program for every input: it takes the recompute unconditionally (a no-op on finite
+        # rows, bit for bit), so the exported layer treats non-finite rows as this one does
+        exporting = torch.compiler.is_exporting()
+        all_finite = False if exporting else bool(finite.all())
         if not all_finite:  # recompute those rows from y_TN = 0, so that no inf or NaN enters the graph
             y_tn = torch.where(finite.unsqueeze(1), y_tn, 0.0)
             s_tn, need = self._needs(xw, y_tn, y_sn, h, out_dtype)
@@ -475,7 +478,7 @@ class FeasibilityLayer(nn.Module):
 
         # --- bookkeeping: raw pieces now, statistics when asked for (no device sync unless a policy asks) ---
         self._last = (xi.detach(), alpha.detach(), finite, s_sn.detach())
-        if self.out_of_domain != "count":
+        if self.out_of_domain != "count" and not exporting:  # a warning is the eager model's (no exported form)
             ood = self.domain_flags(xi)
             if bool(ood.any()):
                 where = "the box" if self.polytope is None else "the input polytope"

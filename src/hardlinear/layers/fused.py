@@ -278,7 +278,9 @@ def _row_functions(mode: str):
     if mode == "eager":
         return _row_task, _row_blend
     if mode == "script":
-        return torch.jit.script(_row_task), torch.jit.script(_row_blend)
+        from hardlinear.runtime.torchscript import script
+
+        return script(_row_task, "the fused batch-1 task"), script(_row_blend, "the fused batch-1 blend")
     if mode == "compile":
         return torch.compile(_row_task, dynamic=False), torch.compile(_row_blend, dynamic=False)
     raise ValueError(f"row_mode must be one of {ROW_MODES}; got {mode!r}")
@@ -827,16 +829,16 @@ def fuse(method, rule_tol: float = RULE_TOL) -> nn.Module:
 
     Both map ``xi -> y`` like ``method(xi)`` at inference and expose ``stats(keys)`` and ``last_stats``.
     """
+    chosen = method.unfusable_reason()  # an option of the method (a refinement): its documented path, no news
     try:
-        reason = method.unfusable_reason()
-        if reason is not None:
-            raise NotFusable(reason)
+        if chosen is not None:
+            raise NotFusable(chosen)
         return FusedProposed(method.problem.family, method.net, method.layer, method.layer_dtype, rule_tol)
     except NotFusable as err:
         name = f"{getattr(method.problem, 'name', '?')} ({getattr(method.problem, 'form', '?')})"
         msg = f"fused inference unavailable for {name}: {err}; using the unfused layer (same outputs, slower)"
-        if msg in _REPORTED:  # rebuilt after each optimizer step: said once a process, not at every validation
-            log.debug(msg)
+        if msg in _REPORTED or chosen is not None:  # said once a process (rebuilt after each optimizer step); a
+            log.debug(msg)                           # method option's own path (refine=dr) is not a warning at all
         else:
             _REPORTED.add(msg)
             log.warning(msg)

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from hardlinear.constraints.family import ConstraintFamily, InputDependentFamily, lift
+from hardlinear.runtime.torchscript import script
 
 # A column (row) counts towards the rank when its pivot exceeds this fraction of the largest pivot.
 RANK_TOL = 1e-10
@@ -262,10 +263,4 @@ def _correct_loop(z: torch.Tensor, resid: torch.Tensor, HP: torch.Tensor, lr: fl
     return z, count
 
 
-try:
-    _CORRECT = torch.jit.script(_correct_loop)
-except Exception as exc:  # noqa: BLE001 - a torch without TorchScript: the same loop in Python
-    import warnings
-
-    warnings.warn(f"TorchScript unavailable ({type(exc).__name__}); DC3's correction runs in Python", stacklevel=1)
-    _CORRECT = _correct_loop
+_CORRECT = script(_correct_loop, "DC3's correction")

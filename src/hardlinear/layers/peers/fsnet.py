@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from hardlinear.runtime.torchscript import script
+
 RHO_EPS = 1e-10
 
 
@@ -240,13 +242,7 @@ def _lbfgs_linear_loop(y: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T:
     return y, iterations, evaluations
 
 
-try:
-    _LBFGS_LINEAR = torch.jit.script(_lbfgs_linear_loop)
-except Exception as exc:  # noqa: BLE001 - a torch without TorchScript: the same loop in Python
-    import warnings
-
-    warnings.warn(f"TorchScript unavailable ({type(exc).__name__}); FSNet's L-BFGS runs in Python", stacklevel=1)
-    _LBFGS_LINEAR = _lbfgs_linear_loop
+_LBFGS_LINEAR = script(_lbfgs_linear_loop, "FSNet's L-BFGS")
 
 
 def lbfgs_linear(y0: torch.Tensor, G_T: torch.Tensor, g: torch.Tensor, H_T: torch.Tensor, h: torch.Tensor,

@@ -259,7 +259,9 @@ def test_inconsistent_equalities_raise_and_say_why():
     H = sp.csr_matrix(np.vstack([np.eye(3), -np.eye(3)]))
     family = JointlyLinearFamily(box=InputBox.symmetric(1), G=G, B_eq=B_eq, H=H, B_ineq=np.tile([[5.0, 0.0]], (6, 1)))
     toy = Problem(family, Objective(c=np.ones(3)), "lp", "standard", "toy")
-    with pytest.raises(DecisionRuleInfeasible, match="no solution.*cannot be rebuilt"):
+    # issue 60: the diagnosis names the two equality rows in conflict, and that no input set helps
+    with pytest.raises(DecisionRuleInfeasible, match=r"no solution for F.*nor at the centre.*in conflict there: "
+                       r"equality row 0; equality row 1\. They contradict each other whatever the input"):
         solve_decision_rule(toy)
 
 

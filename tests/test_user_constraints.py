@@ -227,3 +227,52 @@ def test_large_margin_cap_keeps_the_cost_stage_solvable(cap):
     assert priced.t_star == pytest.approx(0.5 * cap, rel=1e-7) and priced.t_star >= 0.5 * cap * (1 - 1e-7)
     assert smallest.t_star == pytest.approx(cap, rel=1e-7)
     assert priced.t_star == pytest.approx(verified_row_margins(priced.F, c.compact.H, c.compact.B_ineq, c.compact.box, weights).min())
+
+
+# --- issue 60, item 8: names on the library route, and why no rule exists ---------------------------------------
+def test_names_are_checked_and_read_by_the_messages():
+    H = np.array([[1.0], [-1.0]])
+    with pytest.raises(ValueError, match=r"ineq_names must name each of the m_ineq inequality rows: shape \(2,\)"):
+        hardlinear.LinearConstraints([-1.0], [1.0], H=H, h=np.ones(2), ineq_names=["only one"])
+    with pytest.raises(ValueError, match="variable_names must be a sequence of strings"):
+        hardlinear.LinearConstraints([-1.0], [1.0], H=H, h=np.ones(2), variable_names="power")
+    named = hardlinear.LinearConstraints([-1.0], [1.0], H=H, h=(np.array([1.0, -0.5]), np.array([[-1.0], [-1.0]])),
+                                         variable_names=["power"], ineq_names=["cap", "floor"])
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        hardlinear.feasibility_layer(named, progress=False)
+    assert re.search(r"binding row \d \[row \d \((cap|floor)\): [+-]1 power", str(err.value)), str(err.value)
+    assert "y[0]" not in str(err.value)
+
+
+def test_an_input_without_any_solution_is_named_with_the_rows_in_conflict():
+    """y <= 1 (cap) and y >= theta (demand) on theta in [0, 2]: at theta = 2 no y exists, whatever the method."""
+    c = hardlinear.LinearConstraints([0.0], [2.0], H=np.array([[1.0], [-1.0]]),
+                                     h=(np.array([1.0, 0.0]), np.array([[0.0], [-1.0]])),
+                                     variable_names=["power"], ineq_names=["cap", "demand"])
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        hardlinear.feasibility_layer(c, progress=False)
+    text = str(err.value)
+    assert "have no solution at the input theta = [2.] (a corner of the box)" in text, text
+    assert "row 0 (cap): +1 power <= 1" in text and "row 1 (demand): -1 power <= 0 + (input terms)" in text
+    assert "by at least 0.5" in text  # the smallest uniform violation at theta = 2: y = 1.5 misses both by 0.5
+    assert "no affine rule" not in text and "was not computed" not in text
+    assert "(1) an input polytope" in text and "LinearConstraints(..., A_in=A, b_in=b)" in text
+
+
+def test_feasible_everywhere_but_no_affine_rule_says_so_and_lists_the_fixes():
+    """y within 0.1 of the product theta_1 theta_2 at the corners of [0, 1]^2 (McCormick's envelope widened by 0.1):
+    every input has solutions, but an affine y takes at (1, 1) the sum of its values at (1, 0) and (0, 1) minus the
+    one at (0, 0), at most 0.3, where 0.9 is needed."""
+    eps = 0.1
+    H = np.array([[1.0], [1.0], [-1.0], [-1.0]])
+    h0 = np.array([eps, eps, eps, 1.0 + eps])
+    Hx = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [-1.0, -1.0]])
+    c = hardlinear.LinearConstraints([0.0, 0.0], [1.0, 1.0], H=H, h=(h0, Hx), ineq_names=["le1", "le2", "ge0", "ge12"])
+    with pytest.raises(DecisionRuleInfeasible) as err:
+        hardlinear.feasibility_layer(c, progress=False)
+    text = str(err.value)
+    assert "have a solution at every point checked" in text and "no affine rule y = F (1, theta)" in text, text
+    assert "no solution at the input" not in text
+    assert "LinearConstraints(..., A_in=A, b_in=b)" in text
+    assert re.search(r"a smaller box: LinearConstraints\(lo=mid - f \* \(hi - lo\) / 2, .*with f < 0\.\d+", text)
+    assert "rule_objective='cost') is no fix" in text

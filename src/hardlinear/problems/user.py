@@ -54,6 +54,10 @@ class LinearConstraints:
             cost over them. Without them it minimises the expectation under the uniform distribution on the input
             set (closed form on a box; on a polytope estimated from 20,000 seeded samples).
         name: a label for messages and the rule's cache file.
+        variable_names, eq_names, ineq_names: optional names of the ``n`` variables, the ``m_eq`` equality rows
+            and the ``m_ineq`` inequality rows (sequences of strings); errors and diagnostics read them (the rule's
+            binding row ``row 21 (soc_max[3]): +1 soc[3] <= 4`` instead of ``row 21: +1 y[14] <= 4``). They change
+            no result.
     """
 
     form = "inequality"  # the rule and the layer work on the variables as given (no slacks appended)
@@ -73,6 +77,9 @@ class LinearConstraints:
         b_in: Any = None,
         inputs: Any = None,
         name: str = "constraints",
+        variable_names: Any = None,
+        eq_names: Any = None,
+        ineq_names: Any = None,
     ) -> None:
         box, polytope = _input_set(lo, hi, A_in, b_in)
         if polytope is not None and (callable(G) or callable(H)):
@@ -106,6 +113,8 @@ class LinearConstraints:
                 box=box, G=sp.csr_matrix(G0), B_eq=B_eq, H=sp.csr_matrix(H0), B_ineq=B_ineq, polytope=polytope
             )
         self.name = name
+        self.variable_names, self.eq_names, self.ineq_names = _names(
+            self.compact, variable_names=variable_names, eq_names=eq_names, ineq_names=ineq_names)
         c0, self.cost_input_matrix = _cost_side(c, n, k, box)
         self.objective_data = _objective(c0, Q, n)
         self.cost_moments = _cost_moments(inputs, box, polytope) if self.objective_data is not None else None
@@ -115,6 +124,7 @@ class LinearConstraints:
         """Wrap an existing constraint family (already checked by its own constructor)."""
         self = cls.__new__(cls)
         self.compact, self.name, self.objective_data = family, name, None
+        self.variable_names = self.eq_names = self.ineq_names = None
         self.cost_input_matrix = self.cost_moments = None
         return self
 
@@ -182,6 +192,23 @@ def as_rule_target(obj: Any) -> Any:
 
 
 # --- checks -------------------------------------------------------------------------------------------------
+def _names(family: ConstraintFamily, **given: Any) -> tuple[list[str] | None, ...]:
+    """``(variable_names, eq_names, ineq_names)``: each a list of strings as long as what it names, or None; a
+    ValueError naming the argument and the length it needs otherwise (as a problem file's names are checked)."""
+    from hardlinear.problems.linear import names_from_arrays
+
+    arrays = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, str) or not all(isinstance(v, str | np.str_) for v in np.asarray(value, dtype=object).ravel()):
+            raise ValueError(f"{key} must be a sequence of strings, one per {'variable' if key == 'variable_names' else 'row'}; "
+                             f"got {type(value).__name__}")
+        arrays[key] = np.asarray([str(v) for v in value])
+    names = names_from_arrays(arrays, family)
+    return names["variable_names"], names["eq_names"], names["ineq_names"]
+
+
 def _input_set(lo: Any, hi: Any, A_in: Any, b_in: Any) -> tuple[InputBox, Any]:
     """The box, or the polytope and its bounding box (widened by 1e-9 relative, cut by the box when given)."""
     if (lo is None) != (hi is None):

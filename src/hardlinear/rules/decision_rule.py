@@ -558,10 +558,11 @@ def _check_margin(
         )
         return
     detail = f"binding row {rule.binding_row} [{rule.binding_description}]"
-    raise _infeasible(problem, t, detail, solver, find_level, margin)
+    raise _infeasible(problem, t, detail, solver, find_level, margin, rule)
 
 
-def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, margin: str) -> DecisionRuleInfeasible:
+def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, margin: str,
+                rule: DecisionRule | None = None) -> DecisionRuleInfeasible:
     level = getattr(problem, "uncertainty", None)
     r_max = None
     build = rebuilder(problem) if find_level and level is not None else None
@@ -594,11 +595,73 @@ def _infeasible(problem, t: float, detail: str, solver: str, find_level: bool, m
         )
     else:
         hint = "The largest feasible uncertainty level was not computed (the problem cannot be rebuilt at other levels)."
+    diagnosis, point = _diagnosis(problem, rule)
+    if point and r_max is None and hint.startswith("The largest feasible uncertainty level was not computed (the problem"):
+        hint = ""  # the point without a solution says more than a level that cannot be computed
     msg = (
         f"no decision rule with a positive margin exists for {problem.name} ({problem.form}){where}: "
-        f"t* = {t:.4g} ({detail}). {hint}"
+        f"t* = {t:.4g} ({detail}). {' '.join(part for part in (diagnosis, hint) if part)}"
+        f"{'' if point == 'everywhere' else _fixes(problem, level, r_max)}"
     )
     return DecisionRuleInfeasible(msg, t_star=t, max_uncertainty=r_max)
+
+
+def _diagnosis(problem, rule: DecisionRule | None) -> tuple[str, str]:
+    """Whether the constraints themselves have no solution at some input (:mod:`hardlinear.rules.diagnosis`: the
+    input, the rows in conflict) or are feasible at every point checked, so that only an affine rule is missing;
+    ``(text, "" | "point" | "everywhere")``: none found, one found, and the centre of the input set has none either."""
+    from hardlinear.rules.diagnosis import find_infeasible_point
+
+    compact = problem.compact
+    F = None if rule is None else rule.F.detach().cpu().double().numpy()
+    try:
+        found, checked = find_infeasible_point(compact, F, -1 if rule is None else rule.binding_row)
+    except Exception as err:  # noqa: BLE001 - the infeasibility message must still come out
+        log.warning("could not search %s's input set for an infeasible point: %s", problem.name, err)
+        return "(The input set was not searched for an input without any solution.)", ""
+    if checked == 0:
+        return ("(The input set was not searched for an input without any solution: input-dependent left-hand side, "
+                "or too large a problem.)"), ""
+    where = "vertex of the input polytope" if getattr(compact, "polytope", None) is not None else "corner of the box"
+    if found is None:
+        return (f"The constraints have a solution at every point checked ({checked} {where.split(' of ')[0]}s of the input "
+                "set, those that make each right-hand side smallest): the problem is feasible there, but no affine rule "
+                "y = F (1, theta) keeps a positive margin over the whole input set."), ""
+    theta = np.array2string(found.theta, precision=6, separator=", ", threshold=16)
+    eq_names = getattr(problem, "eq_names", None)
+    rows = [f"equality row {i}" + (f" ({eq_names[i]})" if eq_names and i < len(eq_names) else "") for i in found.eq_rows[:4]]
+    rows += [describe_row(problem, i) for i in found.ineq_rows[:4]]
+    more = len(found.eq_rows) + len(found.ineq_rows) - len(rows)
+    conflict = f"in conflict there: {'; '.join(rows) or 'see the rows above'}{f' and {more} more' if more > 0 else ''}"
+    if found.at_centre:
+        return (f"The constraints themselves have no solution at the input theta = {theta} (a {where}), nor at the centre "
+                f"of the input set: every y misses some row by at least {found.violation:.4g}; {conflict}. They "
+                "contradict each other whatever the input: relax or correct those rows (no input set helps)."), "everywhere"
+    return (
+        f"The constraints themselves have no solution at the input theta = {theta} (a {where}): every y misses some "
+        f"row by at least {found.violation:.4g}; {conflict}. No method can be feasible at that input: leave it out of "
+        "the input set, or relax those rows."
+    ), "point"
+
+
+def _fixes(problem, level, r_max) -> str:
+    """The fixes that exist, each with its exact argument."""
+    polytope = getattr(problem.compact, "polytope", None) is not None
+    user = type(problem).__name__ == "LinearConstraints"
+    fixes = []
+    if polytope:
+        fixes.append("tighten the input polytope around the inputs that occur (b_in)")
+    else:
+        fixes.append("an input polytope holding only the inputs that occur (combinations of extremes that never happen "
+                     "left out): " + ("LinearConstraints(..., A_in=A, b_in=b)" if user else
+                                     "problem=linear with arrays A_in, b_in (A_in theta <= b_in)"))
+    if level is not None and r_max is not None:
+        fixes.append(f"a smaller uncertainty: problem.uncertainty={0.999 * r_max:.4g}")
+    elif r_max is not None and r_max > 0:
+        fixes.append(f"a smaller box: LinearConstraints(lo=mid - f * (hi - lo) / 2, hi=mid + f * (hi - lo) / 2, ...) "
+                     f"with f < {r_max:.4g}" if user else f"a box shrunk about its centre by a factor below {r_max:.4g}")
+    return (" Fixes: " + "; ".join(f"({i}) {fix}" for i, fix in enumerate(fixes, 1)) + ". The cost-aware rule "
+            "(rule_objective='cost') is no fix: it keeps t >= margin_fraction * t* of this same margin.")
 
 
 def _box_scaling(problem, solver: str) -> float | None:

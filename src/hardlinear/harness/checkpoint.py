@@ -203,9 +203,10 @@ def load_run(
 
     ``method.predict(xi)`` gives the outputs the run gave (checked on the stored probe inputs when ``verify``:
     :class:`CheckpointError` otherwise). ``method.problem`` is the rebuilt problem; ``method.run_config`` the
-    run's resolved config. ``cache_dir``: where the rebuilt rule's cache is looked for and written; None (the
-    default): nowhere, the rule is rebuilt in memory (the saved tensors replace it anyway). Never the folder the
-    checkpoint names: a stored path would let a file choose where this process writes. The stored config may name only this
+    run's resolved config. The decision rule is the checkpoint's, verified against the rebuilt problem (margins
+    over the input set in float64), never solved again; one that does not hold is a :class:`CheckpointError`.
+    ``cache_dir``: a folder for what set-up may cache besides (None, the default: nothing is written). Never the
+    folder the checkpoint names: a stored path would let a file choose where this process writes. The stored config may name only this
     package's method classes, and every stored option passes ``run.py``'s checks
     (:mod:`hardlinear.harness.trusted`), before anything is built. ``files``: the problem files the run read, named
 by the caller (``{"problem.path": "my_problem.npz"}``): a checkpoint never chooses which file this process reads,
@@ -454,8 +455,9 @@ def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int 
 
     Every method whose ``predict`` is torch arithmetic exports, the refined one included: its Douglas-Rachford
     iterations are recorded out of place, their count fixed (``refine_eval_steps``). Methods whose inference calls
-    a solver (``optimizer``, ``post_projection``, ``projection_layer``) cannot become a torch program and raise
-    :class:`CheckpointError` saying so. What is recorded is the method's unfused path: the fused module
+    a solver (``optimizer``, ``post_projection``, ``projection_layer``) or a line search (``fsnet``) cannot become one
+    torch program and raise :class:`CheckpointError` saying so; early-stopped corrections (DC3, APM) run all their
+    ``max_iter`` steps in the program (a stopped row does not move, so the outputs are the same). What is recorded is the method's unfused path: the fused module
     (:mod:`hardlinear.layers.fused`) takes data-dependent shortcuts (rows already feasible skip the blend) that
     one program cannot hold for every input. Before writing, the program is run on fresh inputs from the input set
     and on the box's corners and compared with the reloaded method's unfused ``predict`` (:data:`EXPORT_RTOL`, in
@@ -500,12 +502,15 @@ def export(run_dir: str | os.PathLike, path: str | os.PathLike, check_size: int 
 
 def _solver_inference(method) -> str:
     """Why ``method``'s inference is no torch program ("" when it is): it calls an external solver."""
+    from hardlinear.methods.fsnet import FSNet
     from hardlinear.methods.optimizer import Optimizer
     from hardlinear.methods.post_projection import PostProjection
     from hardlinear.methods.projection_layer import ProjectionLayer
 
     if isinstance(method, Optimizer | PostProjection | ProjectionLayer):
         return "its inference solves an optimisation problem with an external solver for each input"
+    if isinstance(method, FSNet):
+        return "its inference runs L-BFGS with a line search, whose steps are chosen by the data (no fixed program)"
     return ""
 
 

@@ -139,7 +139,7 @@ class AlternatingProjection(nn.Module):
         iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
         active = self.violation(x) > self.tol
         for _ in range(limit):
-            if not bool(active.any()):
+            if not torch.compiler.is_exporting() and not bool(active.any()):  # exported: all steps, the same rows
                 break
             x = torch.where(active.unsqueeze(1), self.step(xi, x), x)
             iterations = iterations + active.long()
@@ -187,7 +187,7 @@ class AlternatingProjection(nn.Module):
         iterations = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
         active = d.amax(dim=1) > self.tol
         for _ in range(limit):
-            if not bool(active.any()):
+            if not torch.compiler.is_exporting() and not bool(active.any()):  # exported: all steps, the same rows
                 break
             du = step(d)
             if self.extrapolate:

@@ -217,7 +217,8 @@ class GradientCorrection(nn.Module):
         batched = HP.dim() == 3
         # The residual is affine in z, so it is updated by HP @ dz per step instead of re-completing y.
         resid = self.family.ineq_resid(xi, self.completion(xi, z))
-        if not batched and not torch.is_grad_enabled():  # inference: the same loop, issued by TorchScript
+        exporting = torch.compiler.is_exporting()  # a torch.export program: every step (inactive rows do not move)
+        if not batched and not torch.is_grad_enabled() and not exporting:  # inference: the loop, issued by TorchScript
             z, count = _CORRECT(z, resid, HP, self.lr, self.momentum, self.tol, steps, early_stop)
             return self.completion(xi, z), count
         velocity = torch.zeros_like(z)
@@ -226,7 +227,7 @@ class GradientCorrection(nn.Module):
             pos = resid.clamp(min=0.0)
             if early_stop:
                 active = active & (row_max(pos) > self.tol)
-                if not bool(active.any()):
+                if not exporting and not bool(active.any()):
                     break
             grad = 2.0 * (torch.einsum("bm,bmp->bp", pos, HP) if batched else pos @ HP)
             velocity = self.lr * grad + self.momentum * velocity

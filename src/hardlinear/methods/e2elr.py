@@ -49,7 +49,8 @@ class E2ELR(Method):
         xi64 = xi.to(self.layer_dtype)
         pg = bound_repair(run_net(self.net, xi).to(self.layer_dtype), self.pmin, self.pmax, self.bound_repair)
         pg, ratio = proportional_response(pg, self.problem.loads(xi64).sum(dim=1), self.pmin, self.pmax)
-        self.last_stats = {"repair_ratio_mean": float(ratio.mean())} if not torch.is_grad_enabled() else {}
+        eager = not torch.is_grad_enabled() and not torch.compiler.is_exporting()  # an exported program returns y alone
+        self.last_stats = {"repair_ratio_mean": float(ratio.mean())} if eager else {}
         return self.problem.with_thermal_slack(xi64, pg)
 
     @torch.no_grad()

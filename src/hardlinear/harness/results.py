@@ -442,10 +442,15 @@ def _from_json(value: Any) -> Any:
 def _read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """Header and rows of a legacy results CSV as strings; a line that does not parse to the header's width
     (a torn write, binary garbage) is reported and skipped."""
+    from hardlinear.runtime.safe_read import read_regular
+
     if not path.exists() or path.stat().st_size == 0:
         return [], []
-    with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        lines = f.read().split("\n")
+    try:  # a FIFO or /dev/zero named like a results CSV is reported, never waited on
+        lines = read_regular(path, MAX_LEGACY_CSV_BYTES).decode("utf-8", errors="replace").split("\n")
+    except OSError as err:
+        warnings.warn(f"{path}: not read ({err})", stacklevel=3)
+        return [], []
     header = next(csv.reader([lines[0]]))
     if "status" not in header or "problem" not in header:
         warnings.warn(f"{path}: first line is not a results header ({lines[0][:60]!r}); file not read", stacklevel=3)
@@ -465,6 +470,8 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     return header, rows
 
 
+MAX_LEGACY_CSV_BYTES = 256 * 2**20
+"""Largest legacy results CSV read (the paper study's is under 1 MB)."""
 LEGACY_SKIPPED = "runs.skipped.csv"
 LEGACY_SUPERSEDED = "superseded.csv"
 SUPERSEDED_REASON = "rerun queued (its earlier rows are in superseded.csv)"

@@ -51,6 +51,7 @@ import torch
 from hardlinear.constraints.arrays import check_magnitudes, real_array
 from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
+from hardlinear.runtime.names import printable
 
 SPLIT_KEYS = {"train": "train_inputs", "val": "val_inputs", "test": "test_inputs"}
 MATRIX_KEYS = ("Q", "G", "Gx", "H", "Hx")
@@ -270,7 +271,8 @@ def names_from_arrays(arrays: Mapping[str, Any], family: JointlyLinearFamily) ->
                              f"shape {names.shape}")
         if names.shape != (length,):
             raise ValueError(f"{key} must name each of the {what}: shape ({length},); got {names.shape}")
-        out[key] = [v.decode() if isinstance(v, bytes) else str(v) for v in names.tolist()]
+        # control characters stripped: a name is printed (the rule's messages) and recorded, never a terminal command
+        out[key] = [printable(v.decode(errors="replace") if isinstance(v, bytes) else str(v)) for v in names.tolist()]
     return out
 
 

@@ -36,6 +36,7 @@ from hardlinear.reporting.stats import (
     with_keys,
 )
 from hardlinear.reporting.study_table import FEASIBILITY_TOL
+from hardlinear.runtime.names import inside, printable, slug
 
 VIOLATION_LINTHRESH = 1e-10
 """Symmetric-log axes of violations are linear below this: a zero sits at zero, float64 rounding (~1e-16)
@@ -171,7 +172,7 @@ def _float(text: str) -> float:
 def _save(fig, out_dir: Path, stem: str, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     paths = []
     for ext in formats:
-        path = out_dir / f"{stem}.{ext}"
+        path = inside(out_dir, f"{slug(stem)}.{ext}")  # a record's fields never choose where a file goes
         # no date and no version in the file: a figure regenerated from the same records is the same bytes
         metadata = {"CreationDate": None, "Producer": None, "Creator": None} if ext == "pdf" else {"Software": None}
         fig.savefig(path, format=ext, dpi=150, bbox_inches="tight", metadata=metadata)
@@ -371,13 +372,22 @@ def violation_figure(series, title: str, subtitle: str = "", reference: dict[str
     return fig
 
 
+EPOCH_LOG_BYTES = 32 * 2**20
+"""Largest ``epochs.csv`` read (a 1,000-epoch log is under 1 MB)."""
+
+
 def read_epoch_log(run_dir: str | Path):
-    """A run's ``epochs.csv`` as a DataFrame, or None when it is absent or unreadable."""
+    """A run's ``epochs.csv`` as a DataFrame, or None when it is absent or unreadable, or not a regular file of at
+    most :data:`EPOCH_LOG_BYTES` inside the run directory (a FIFO, ``/dev/zero`` or a link out: never waited on)."""
+    import io
+
     import pandas as pd
+
+    from hardlinear.runtime.safe_read import read_regular
 
     path = Path(run_dir) / "epochs.csv"
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(io.BytesIO(read_regular(path, EPOCH_LOG_BYTES, folder=run_dir)))
     except (OSError, ValueError):
         return None
 
@@ -486,64 +496,89 @@ def study_figures(runs, out_dir: str | Path, study: str, formats: tuple[str, ...
                   others=None) -> tuple[list[Path], list[str]]:
     """Every figure of one study's runs into ``out_dir`` (each in ``formats``); returns (paths written, caption
     lines). ``others``: the study's rows that are not ``ok`` (named on the gap-time figure and in its caption)."""
+    from matplotlib import rc_context
+
+    from hardlinear.reporting.stats import MixedSettings
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     captions: list[str] = []
-    for problem, objective, form, content in _blocks(runs):
-        sub = _block(runs, problem, objective, form, content)
-        series = _series(sub)
-        absent = not_drawn(others, sub, problem, objective, form, content)
-        suffix = "" if form in ("", "standard") else f"_{form}"
-        stem = f"{problem}_{objective}{suffix}" + (f"_{content}" if content else "")
-        title = problem_title(problem, objective) + ("" if not suffix else f" ({form} form)")
-        if content:  # the file's name and content: two files under one name never share a figure
-            title += f" [{_file_names(sub)}, sha256 {content}]"
-        subtitle = _subtitle(sub, study)
-        reference = paper_points(problem, objective)
-        has_points = any(r["time_ms"] > 0 and not math.isnan(r["gap_mean"]) for r in reference.values())
-        has_ticks = any(not math.isnan(r.get(k, math.nan)) for r in reference.values() for k in ("ineq_viol_mean", "ineq_viol_worst"))
-        fig = gap_time_figure(series, title, subtitle, reference, absent)
-        if fig is not None:
-            written += _save(fig, out_dir, f"{stem}_gap_time", formats)
-            captions.append(
-                f"- `{stem}_gap_time`: {title} ({subtitle}). Mean optimality gap against mean time per instance at "
-                "batch 1 (log axis), one marker per method; error bars are standard deviations over seeds (their "
-                "number in the legend)."
-                + (" Hollow markers: the paper's figures (its times are on a T4 GPU and an M2 Pro CPU, not comparable "
-                   "with ours)." if has_points else "")
-                + " A red ring (over the method's own marker) and INFEASIBLE in the legend: the method's worst violation (over every test instance of "
-                f"every seed) exceeds {FEASIBILITY_TOL:g}, so a low or negative gap is not a win."
-                + (f" Not drawn (no ok run): {'; '.join(absent)}." if absent else "")
-            )
-        fig = gap_violation_figure(sub, title, subtitle)
-        if fig is not None:
-            written += _save(fig, out_dir, f"{stem}_gap_violation", formats)
-            captions.append(
-                f"- `{stem}_gap_violation`: {title} ({subtitle}). Each seed's mean optimality gap against its worst "
-                f"constraint violation (equality or inequality, relative norm; symmetric-log axis with zero at zero), "
-                f"one marker per method and seed. The shaded region beyond {FEASIBILITY_TOL:g} is infeasible: a point "
-                "there violates the constraints, so its gap (negative ones included) is not comparable."
-            )
-        fig = violation_figure(series, title, subtitle, reference)
-        if fig is not None:
-            written += _save(fig, out_dir, f"{stem}_violations", formats)
-            captions.append(
-                f"- `{stem}_violations`: {title} ({subtitle}). Mean and worst relative equality (left) and inequality "
-                "(right) violation per method over the test set (mean: over seeds; worst: over every test instance of "
-                f"every seed, as the table) on symmetric-log axes, linear below {VIOLATION_LINTHRESH:g}: a zero is drawn "
-                "at zero and labelled 0." + (" Grey ticks: the paper's figures." if has_ticks else "")
-            )
-        fig, missing = training_curves_figure(sub, title, subtitle, reference)
-        if fig is not None:
-            written += _save(fig, out_dir, f"{stem}_training", formats)
-            captions.append(
-                f"- `{stem}_training`: {title} ({subtitle}). Validation gap and inequality violation per epoch "
-                "(validation runs every `trainer.val_every` epochs), mean over seeds with the seeds' min-max band."
-            )
-        if missing:
-            captions.append(f"- {stem}: no training curves for {len(missing)} run(s) without an `epochs.csv` "
-                            f"(run directory not found here), e.g. {missing[0]}")
+    with rc_context({"text.parse_math": False}):  # a method named `$\\frac{$` is text, not a formula to parse
+        for block in _blocks(runs):
+            try:
+                paths, lines = _block_figures(runs, block, out_dir, study, formats, others)
+            except MixedSettings:
+                raise
+            except (ValueError, OSError, RuntimeError) as err:  # one bad block is reported; the others are drawn
+                problem, objective, form, _ = block
+                lines = [f"- {printable(problem)} {printable(objective)} {printable(form)}: not drawn "
+                         f"({type(err).__name__}: {printable(err)})"]
+                paths = []
+            written += paths
+            captions += lines
+    return written, captions
+
+
+def _block_figures(runs, block: tuple[str, str, str, str], out_dir: Path, study: str, formats: tuple[str, ...],
+                   others) -> tuple[list[Path], list[str]]:
+    """The figures of one (problem, objective, form, content) block and their caption lines."""
+    problem, objective, form, content = block
+    written: list[Path] = []
+    captions: list[str] = []
+    sub = _block(runs, problem, objective, form, content)
+    series = _series(sub)
+    absent = not_drawn(others, sub, problem, objective, form, content)
+    suffix = "" if form in ("", "standard") else f"_{form}"
+    stem = slug(f"{problem}_{objective}{suffix}" + (f"_{content}" if content else ""))
+    title = problem_title(problem, objective) + ("" if not suffix else f" ({form} form)")
+    if content:  # the file's name and content: two files under one name never share a figure
+        title += f" [{_file_names(sub)}, sha256 {content}]"
+    subtitle = _subtitle(sub, study)
+    reference = paper_points(problem, objective)
+    has_points = any(r["time_ms"] > 0 and not math.isnan(r["gap_mean"]) for r in reference.values())
+    has_ticks = any(not math.isnan(r.get(k, math.nan)) for r in reference.values() for k in ("ineq_viol_mean", "ineq_viol_worst"))
+    fig = gap_time_figure(series, title, subtitle, reference, absent)
+    if fig is not None:
+        written += _save(fig, out_dir, f"{stem}_gap_time", formats)
+        captions.append(
+            f"- `{stem}_gap_time`: {title} ({subtitle}). Mean optimality gap against mean time per instance at "
+            "batch 1 (log axis), one marker per method; error bars are standard deviations over seeds (their "
+            "number in the legend)."
+            + (" Hollow markers: the paper's figures (its times are on a T4 GPU and an M2 Pro CPU, not comparable "
+               "with ours)." if has_points else "")
+            + " A red ring (over the method's own marker) and INFEASIBLE in the legend: the method's worst violation (over every test instance of "
+            f"every seed) exceeds {FEASIBILITY_TOL:g}, so a low or negative gap is not a win."
+            + (f" Not drawn (no ok run): {'; '.join(absent)}." if absent else "")
+        )
+    fig = gap_violation_figure(sub, title, subtitle)
+    if fig is not None:
+        written += _save(fig, out_dir, f"{stem}_gap_violation", formats)
+        captions.append(
+            f"- `{stem}_gap_violation`: {title} ({subtitle}). Each seed's mean optimality gap against its worst "
+            f"constraint violation (equality or inequality, relative norm; symmetric-log axis with zero at zero), "
+            f"one marker per method and seed. The shaded region beyond {FEASIBILITY_TOL:g} is infeasible: a point "
+            "there violates the constraints, so its gap (negative ones included) is not comparable."
+        )
+    fig = violation_figure(series, title, subtitle, reference)
+    if fig is not None:
+        written += _save(fig, out_dir, f"{stem}_violations", formats)
+        captions.append(
+            f"- `{stem}_violations`: {title} ({subtitle}). Mean and worst relative equality (left) and inequality "
+            "(right) violation per method over the test set (mean: over seeds; worst: over every test instance of "
+            f"every seed, as the table) on symmetric-log axes, linear below {VIOLATION_LINTHRESH:g}: a zero is drawn "
+            "at zero and labelled 0." + (" Grey ticks: the paper's figures." if has_ticks else "")
+        )
+    fig, missing = training_curves_figure(sub, title, subtitle, reference)
+    if fig is not None:
+        written += _save(fig, out_dir, f"{stem}_training", formats)
+        captions.append(
+            f"- `{stem}_training`: {title} ({subtitle}). Validation gap and inequality violation per epoch "
+            "(validation runs every `trainer.val_every` epochs), mean over seeds with the seeds' min-max band."
+        )
+    if missing:
+        captions.append(f"- {stem}: no training curves for {len(missing)} run(s) without an `epochs.csv` "
+                        f"(run directory not found here), e.g. {missing[0]}")
     return written, captions
 
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from hardlinear.reporting.render import Table
 from hardlinear.reporting.study_table import COLUMNS, build_study_table
+from hardlinear.runtime.names import printable
+from hardlinear.runtime.safe_read import read_head, within
 
 REPORT_FILE = "index.html"
 FEASIBLE_COLUMN = COLUMNS.index("Feasible")
@@ -36,7 +38,13 @@ RUN_COLUMNS = ("Problem", "Method", "Seed", "Status", "Reason", "Run directory",
 FOLD_CHARS = 60
 """A status or reason longer than this is folded (``<details>``: the status, or the reason's start, and the full
 text on a click): HardNet-Aff's not-applicable reason made one row a 340 px block at 1,400 px."""
-WANDB_URL = re.compile(r"https://[^\s\"'<>]+/runs/[A-Za-z0-9]+")
+WANDB_URL = re.compile(r"https://([A-Za-z0-9.-]+(?::[0-9]+)?)/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/runs/[A-Za-z0-9]+(?![^\s\"'<>])")
+"""W&B's run URL form: ``https://<host>/<entity>/<project>/runs/<id>``; the host must be W&B's (:data:`WANDB_HOSTS`) or
+the server the run's W&B settings name (``base_url``), else the line is not a link (a log line is data)."""
+WANDB_HOSTS = ("wandb.ai",)
+WANDB_BASE_URL = re.compile(r"base_url['\"]?\s*[:=]\s*['\"]?https://([A-Za-z0-9.-]+(?::[0-9]+)?)")
+WANDB_LOG_BYTES = 4 * 2**20
+"""How much of each W&B log is searched for the run's URL (it is printed near the start)."""
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; padding: 0 1em; color: #222; }
@@ -86,7 +94,7 @@ if (wanted && document.getElementById(wanted[1])) sortTable(document.getElementB
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(printable(value, newlines=True), quote=True)
 
 
 def _missing(value: Any) -> bool:
@@ -140,9 +148,10 @@ def _reason(text: str) -> str:
 
 
 # --- figures -----------------------------------------------------------------------------------------------------
-def figures_html(df, study: str) -> str:
+def figures_html(df, study: str, work_dir: str | os.PathLike | None = None) -> str:
     """The study's figures (``figures.study_figures``, PNG) embedded as data URIs, each with its caption; a line
-    saying why when there is nothing to draw."""
+    saying why when there is nothing to draw. ``work_dir``: where the PNGs are drawn (a temporary folder inside it,
+    removed when done or interrupted; the report's output folder, so nothing is left in the system's /tmp)."""
     from hardlinear.reporting.figures import runs_frame, study_figures
 
     runs = runs_frame(df)
@@ -150,7 +159,7 @@ def figures_html(df, study: str) -> str:
     if not len(runs):
         return "<p>No figures: the study has no run with status ok to draw.</p>"
     others = df[(df["study"] == study) & ~df["status"].isin(["ok", ""])]
-    with tempfile.TemporaryDirectory(prefix="hardlinear-report-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=".figures-partial-", dir=work_dir) as tmp:
         try:
             paths, lines = study_figures(runs, tmp, study, ("png",), others=others)
         except ValueError as err:  # MixedSettings: a cell mixing settings (the table names them too)
@@ -177,17 +186,23 @@ def wandb_link(run_dir: str | os.PathLike) -> tuple[str, str | None]:
     """``(text, href)`` of a run's W&B run from its run directory: the run's URL where W&B's logs there name one,
     the offline folder (to ``wandb sync``) otherwise; ``("", None)`` for a run not logged to W&B."""
     base = Path(run_dir) / "wandb"
-    folders = sorted(p for p in base.glob("*run-*") if p.is_dir()) if base.is_dir() else []
+    folders = sorted(p for p in base.glob("*run-*") if p.is_dir() and within(p, run_dir)) if base.is_dir() else []
     if not folders:
         return "", None
     folder = folders[-1]
+    texts = []
     for log in sorted(folder.glob("logs/*.log")) + sorted(folder.glob("files/output.log")):
-        try:
-            found = WANDB_URL.search(log.read_text(errors="replace"))
+        try:  # a FIFO, /dev/zero through a link, a link out of the run directory: not read
+            texts.append(read_head(log, WANDB_LOG_BYTES, folder=run_dir).decode("utf-8", "replace"))
         except OSError:
             continue
-        if found:
-            return found.group(0), found.group(0)
+    hosts = set(WANDB_HOSTS) | {h for t in texts for h in WANDB_BASE_URL.findall(t) if not h.startswith("api.")}
+    if os.environ.get("WANDB_BASE_URL"):
+        hosts.add(re.sub(r"^https?://", "", os.environ["WANDB_BASE_URL"]).split("/")[0])
+    for text in texts:
+        for found in WANDB_URL.finditer(text):
+            if found.group(1) in hosts:
+                return found.group(0), found.group(0)
     if folder.name.startswith("offline-run-"):
         return f"offline: wandb sync {folder}", folder.resolve().as_uri()
     return f"W&B run {folder.name.rsplit('-', 1)[-1]} (no URL in its logs here)", folder.resolve().as_uri()
@@ -229,8 +244,10 @@ def runs_html(df) -> str:
 
 
 # --- the page ----------------------------------------------------------------------------------------------------
-def study_report(df, study: str, defaults: Mapping[str, Any] | None = None) -> str:
-    """The HTML page of one study; ``df``: the results table (every status), restricted here to ``study``."""
+def study_report(df, study: str, defaults: Mapping[str, Any] | None = None,
+                 work_dir: str | os.PathLike | None = None) -> str:
+    """The HTML page of one study; ``df``: the results table (every status), restricted here to ``study``;
+    ``work_dir``: where its figures are drawn (:func:`figures_html`)."""
     df = df[df["study"] == study]
     if not len(df):
         raise LookupError(f"no runs of study {study!r} to report")
@@ -240,7 +257,7 @@ def study_report(df, study: str, defaults: Mapping[str, Any] | None = None) -> s
         f"<style>{STYLE}</style></head><body>\n<h1>Study {_e(study)}</h1>\n"
         '<p><a href="#table">Table</a> · <a href="#figures">Figures</a> · <a href="#runs-section">Runs</a></p>\n'
         f'<section id="table"><h2>Table</h2>\n{table_html(table)}</section>\n'
-        f'<section id="figures"><h2>Figures</h2>\n{figures_html(df, study)}</section>\n'
+        f'<section id="figures"><h2>Figures</h2>\n{figures_html(df, study, work_dir)}</section>\n'
         f'<section id="runs-section"><h2>Runs ({len(df)})</h2>\n{runs_html(df)}</section>\n'
         f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
@@ -250,4 +267,6 @@ def write_report(df, out_dir: str | os.PathLike, study: str, defaults: Mapping[s
     """Write ``out_dir/index.html`` of one study (atomically); returns its path."""
     from hardlinear.runtime.atomic import atomic_write_bytes
 
-    return atomic_write_bytes(Path(out_dir) / REPORT_FILE, study_report(df, study, defaults).encode())
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return atomic_write_bytes(out_dir / REPORT_FILE, study_report(df, study, defaults, work_dir=out_dir).encode())

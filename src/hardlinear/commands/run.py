@@ -6,7 +6,9 @@ inside the package; ``python run.py ...`` in a checkout is the same command on t
 ``+experiment=mine``; a name the shipped configs already use resolves to the shipped file.
 
 Before Hydra starts: the harness extra must be installed (one line naming it otherwise), and every override must
-name a key or a choice that exists (Hydra's own answer to a misspelt key is the wrong fix, "use +key").
+name a key or a choice that exists (Hydra's own answer to a misspelt key is the wrong fix, "use +key"), and the
+composed ``hydra.callbacks`` may name only hardlinear's own callbacks: a config folder runs only what it declares.
+Your own callback runs when you allow it by name: ``HARDLINEAR_ALLOW_CALLBACKS=mylab.hooks.Notify hardlinear run ...``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "hardlinear run", config
     import hydra
 
     from hardlinear.harness.origin import git_sha
-    from hardlinear.harness.overrides import unknown_override_errors
+    from hardlinear.harness.overrides import hydra_target_errors, unknown_override_errors
     from hardlinear.harness.rundirs import register_resolvers
 
     git_sha()  # the commit of the code this process imports: kept for every record of the sweep
@@ -60,6 +62,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "hardlinear run", config
     errors = [f"--config-dir {d}: no such folder; give the folder that holds your config groups (problem/, method/, ...)"
               for d in user_dirs if not d.is_dir()]
     errors = errors or unknown_override_errors(argv, primary, search_dirs=user_dirs)
+    errors = errors or hydra_target_errors(argv, primary, search_dirs=user_dirs)  # before Hydra builds its callbacks
     if errors:  # before Hydra, whose answer to a misspelt key is the wrong fix ("use +key")
         print("\n".join(f"error: {e}" for e in errors), file=sys.stderr)
         return 1

@@ -159,3 +159,87 @@ def _options_setting(config_dir: Path, group: str, leaf: str) -> list[str]:
     return sorted(
         f.stem for f in folder.glob("*.yaml") if any(line.startswith(prefix) for line in f.read_text().splitlines())
     )
+
+
+TRUSTED_CALLBACKS = ("hardlinear.harness.outputs.OutputPreflight", "hardlinear.harness.sweep.SweepProgress")
+"""The ``hydra.callbacks`` targets a config may name: the package's own (``conf/config.yaml``)."""
+ALLOW_CALLBACKS_VARIABLE = "HARDLINEAR_ALLOW_CALLBACKS"
+"""The opt-in for one's own Hydra callbacks: a comma-separated list of the ``_target_`` names allowed besides
+:data:`TRUSTED_CALLBACKS` (``HARDLINEAR_ALLOW_CALLBACKS=mylab.hooks.Notify hardlinear run ...``). An environment
+variable, so a config folder cannot allow what it names by itself."""
+PLUGIN_PREFIXES = ("hydra.", "hydra_plugins.")
+"""Where ``hydra.launcher._target_`` and ``hydra.sweeper._target_`` may point: Hydra and its installed plugins."""
+_VALUE_FLAGS = ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--cfg", "-c", "--package", "-p",
+                "--experimental-rerun", "--info", "-i")
+
+
+def _first_of_sweep(argv: Sequence[str]) -> list[str]:
+    """The overrides of ``argv`` (flags and their values dropped) with a sweep's first value (``seed=0,1`` ->
+    ``seed=0``); an override with a sweep function, glob or interpolation is left out (Hydra composes it itself)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg.startswith("-"):
+            skip = arg in _VALUE_FLAGS
+            continue
+        if "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        if any(c in value for c in "()[]{}*$"):
+            continue
+        out.append(f"{key}={value.split(',')[0]}")
+    return out
+
+
+def hydra_target_errors(argv: Sequence[str], config_dir: str | Path, config_name: str = "config",
+                        search_dirs: Sequence[str | Path] = ()) -> list[str]:
+    """One line per ``_target_`` under ``hydra.callbacks`` (nested ones included) that is not one of
+    :data:`TRUSTED_CALLBACKS` or the user's opt-in (:data:`ALLOW_CALLBACKS_VARIABLE`), and per ``hydra.launcher`` /
+    ``hydra.sweeper`` target outside Hydra and its plugins. Why before Hydra: Hydra builds its callbacks before the
+    task function (where ``method`` and ``logger`` targets are checked) runs, so a config folder's
+    ``hydra.callbacks.x._target_: os.system`` ran, and the run recorded ``ok``. [] when the config does not compose
+    (Hydra then reports that itself)."""
+    import os
+
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    config_dir = Path(config_dir).resolve()
+    folders = [config_dir, *(Path(d).resolve() for d in search_dirs)]
+    searchpath = [f"hydra.searchpath=[{','.join(repr(f'file://{d}') for d in folders[1:])}]"] if search_dirs else []
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=[*_first_of_sweep(argv), *searchpath], return_hydra_config=True)
+        hydra_cfg = OmegaConf.to_container(cfg.hydra, resolve=False)
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return []
+    allowed = set(TRUSTED_CALLBACKS) | {t.strip() for t in os.environ.get(ALLOW_CALLBACKS_VARIABLE, "").split(",") if t.strip()}
+    errors = []
+    for path, target in _targets(hydra_cfg.get("callbacks") or {}, "hydra.callbacks"):
+        if target not in allowed:
+            errors.append(f"{path}._target_ {target!r} is not a hardlinear callback ({', '.join(TRUSTED_CALLBACKS)}); "
+                          f"a config folder may not run other code. To run your own callback, allow it by name: "
+                          f"{ALLOW_CALLBACKS_VARIABLE}={target} (comma-separated for several)")
+    for section in ("launcher", "sweeper"):
+        for path, target in _targets(hydra_cfg.get(section) or {}, f"hydra.{section}"):
+            if not str(target).startswith(PLUGIN_PREFIXES):
+                errors.append(f"{path}._target_ {target!r} is not a Hydra {section} (hydra.* or hydra_plugins.*); "
+                              f"choose one with hydra/{section}=<name>")
+    return errors
+
+
+def _targets(node, path: str):
+    """``(dotted path, target)`` of every ``_target_`` in ``node``, iteratively."""
+    stack = [(path, node)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            if "_target_" in value:
+                yield where, value["_target_"]
+            stack.extend((f"{where}.{k}", v) for k, v in value.items() if k != "_target_")
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}", v) for i, v in enumerate(value))

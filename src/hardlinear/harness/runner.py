@@ -138,6 +138,11 @@ def _run(cfg: DictConfig, run_dir: Path) -> dict | None:
         if resume and not method.trainable:  # before any data or rule: the resume would be ignored silently
             raise ConfigError([f"trainer.resume={resume} but method {method.name} trains nothing here, so there is no "
                                "training to resume; drop trainer.resume (or choose a method that trains)"])
+        if resume:  # the run resumed is this run (seed, problem, method, data) and its state is in range: before any data
+            try:
+                read_last(str(resume), config)
+            except ValueError as err:
+                raise ConfigError([str(err)]) from None
         ctx = Context(
             cache_dir=str(cfg.cache_dir), device=str(cfg.device), dtype=dtype, seed=int(cfg.seed),
             progress=bool(cfg.progress), network=dict(cfg.network),

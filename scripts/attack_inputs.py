@@ -1029,6 +1029,323 @@ def _(w):
 
 
 
+# --- issue 59: a results folder is data (file names, FIFOs, links, W&B links, control characters) ---------------------
+STUDY_ROW = {"objective": "lp", "form": "standard", "method": "ldr", "variant": "", "seed": 0, "timestamp": "2026-01-01T00:00:00Z",
+             "test/gap_mean": 1.0, "test/gap_worst": 2.0, "test/eq_viol_mean": 0.0, "test/eq_viol_worst": 0.0,
+             "test/ineq_viol_mean": 0.0, "test/ineq_viol_worst": 0.0, "test/time_ms": 0.5}
+
+
+def _study_record(root: Path, name: str, **row) -> Path:
+    """A record of study ``s`` that the figures draw (its checksum computed by the writer, as anyone can)."""
+    from hardlinear.harness import results
+
+    return results.write_record(root / name, {"identity": name, "study": "s", "status": "ok", "config": {"seed": 0},
+                                              "row": {**STUDY_ROW, "problem": "p", **row}})
+
+
+def _command(name: str, *args: str) -> str:
+    """``hardlinear <name> ARGS`` in this process: its stdout, or :class:`CLIRefused` with its stderr (exit code not 0)."""
+    import contextlib
+    import importlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = importlib.import_module(f"hardlinear.commands.{name}").main(list(args))
+        except SystemExit as exit_:  # Hydra's own error path exits
+            code = exit_.code if exit_.code is not None else 0
+    if code:
+        raise CLIRefused(err.getvalue() or out.getvalue())
+    return out.getvalue()
+
+
+def _files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+def _no_writes_outside(w: Path, victim: Path, out: Path, what: str) -> None:
+    """``Verdict("security")`` when a file appeared in ``victim``; ``silent`` when the good record drew nothing."""
+    if _files_under(victim):
+        raise Verdict("security", f"{what} wrote {_files_under(victim)[:3]} into {victim}")
+    if not any(n.endswith(("_gap_time.png", "index.html")) for n in _files_under(out)):
+        raise Verdict("silent", f"nothing drawn for the good record in {out}: {_files_under(out)[:5]}")
+
+
+def _field_attack(field: str, value: str, command: str):
+    def run(w: Path) -> None:
+        victim = w / "victim"
+        victim.mkdir()
+        _study_record(w / "res", "good", problem="good")
+        _study_record(w / "res", "bad", **{field: value.replace("<victim>", str(victim / "x"))})
+        formats = ("--formats", "png") if command == "figures" else ()
+        _command(command, "--results", str(w / "res"), "--out", str(w / "out"), "--study", "s", *formats)
+        _no_writes_outside(w, victim, w / "out", f"a record's {field}")
+
+    return run
+
+
+for _field, _value, _cmd in (("problem", "<victim>", "figures"), ("problem", "<victim>", "report"),
+                             ("problem", "../../../victim/x", "figures"), ("objective", "../../victim/x", "report"),
+                             ("form", "/x/../../victim/y", "figures")):
+    ATTACKS.append(Attack("results root", f"record {_field}={_value.replace('<victim>', '/abs/dir/x')} ({_cmd})",
+                          _field_attack(_field, _value, _cmd), "handle", slow=(_field, _cmd) != ("problem", "figures")))
+
+
+@attack("results root", "legacy CSV row whose problem is a path (figures)", expect="handle", slow=True)
+def _(w):
+    victim = w / "victim"
+    victim.mkdir()
+    _study_record(w / "res", "good", problem="good")
+    header = ["problem", *STUDY_ROW, "status", "study", "run_dir"]
+    row = {**STUDY_ROW, "problem": str(victim / "x"), "status": "ok", "study": "s", "run_dir": ""}
+    (w / "legacy").mkdir()
+    (w / "legacy" / "runs.csv").write_text(",".join(header) + "\n" + ",".join(str(row[h]) for h in header) + "\n")
+    _command("figures", "--results", str(w / "res"), str(w / "legacy" / "runs.csv"), "--out", str(w / "out"), "--study", "s",
+             "--formats", "png")
+    _no_writes_outside(w, victim, w / "out", "a legacy CSV row's problem")
+
+
+@attack("results root", "method named $\\frac{$ (figures of the study)", expect="handle")
+def _(w):
+    _study_record(w / "res", "good", problem="good")
+    _study_record(w / "res", "bad", problem="good", method="$\\frac{$", seed=1)
+    _command("figures", "--results", str(w / "res"), "--out", str(w / "out"), "--study", "s", "--formats", "png")
+    if not (w / "out" / "s" / "good_lp_gap_time.png").is_file():
+        raise Verdict("silent", f"the study's figure was not drawn: {_files_under(w / 'out')}")
+
+
+def _with_timeout(fn: Callable[[], Any], unblock: Callable[[], None], seconds: float = 60.0) -> Any:
+    """``fn()`` in a thread; ``Verdict("silent")`` when it is still running after ``seconds`` (then ``unblock()``)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed back to the caller
+            box["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        unblock()
+        thread.join(10)
+        raise Verdict("silent", f"still waiting after {seconds:g} s (blocked on a FIFO)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _open_fifos(fifos: list[Path]) -> Callable[[], None]:
+    def unblock() -> None:  # a writer that closes at once: a reader blocked in open() gets end of file
+        for fifo in fifos:
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    return unblock
+
+
+def _blocking_entry(where: str, kind: str):
+    """The report of a study whose run directory holds ``where`` (``epochs.csv``, a W&B log) as a FIFO or a link
+    to /dev/zero: handled when the page is written within a minute."""
+
+    def run(w: Path) -> None:
+        record = _study_record(w / "res", "good", problem="good")
+        target = record.parent / where
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "FIFO":
+            os.mkfifo(target)
+        else:
+            os.symlink("/dev/zero", target)
+        fifos = [target] if kind == "FIFO" else []
+        _with_timeout(lambda: _command("report", "--results", str(w / "res"), "--out", str(w / "out"), "--study", "s"),
+                      _open_fifos(fifos))
+        if not (w / "out" / "s" / "index.html").is_file():
+            raise Verdict("silent", "no page written")
+
+    return run
+
+
+for _where in ("epochs.csv", "wandb/offline-run-20260101_000000-abc/logs/debug.log",
+               "wandb/offline-run-20260101_000000-abc/files/output.log"):
+    for _kind in ("FIFO", "link to /dev/zero"):
+        ATTACKS.append(Attack("results root", f"{_where.split('/')[-1]} a {_kind} (report)", _blocking_entry(_where, _kind), "handle",
+                              slow=_kind != "FIFO" or _where.endswith("output.log")))
+
+
+@attack("results root", "legacy CSV whose run_dir holds a FIFO epochs.csv (figures)", expect="handle")
+def _(w):
+    run_dir = w / "run"
+    run_dir.mkdir()
+    os.mkfifo(run_dir / "epochs.csv")
+    header = ["problem", *STUDY_ROW, "status", "study", "run_dir"]
+    row = {**STUDY_ROW, "problem": "good", "status": "ok", "study": "s", "run_dir": str(run_dir)}
+    (w / "legacy").mkdir()
+    (w / "legacy" / "runs.csv").write_text(",".join(header) + "\n" + ",".join(str(row[h]) for h in header) + "\n")
+    _with_timeout(lambda: _command("figures", "--results", str(w / "legacy" / "runs.csv"), "--out", str(w / "out"),
+                                   "--study", "s", "--formats", "png"), _open_fifos([run_dir / "epochs.csv"]))
+
+
+@attack("results root", "epochs.csv a link out of the run directory (figures)", expect="handle")
+def _(w):
+    record = _study_record(w / "res", "good", problem="good")
+    (w / "elsewhere.csv").write_text("epoch,val/gap_mean\n1,123456.5\n2,123457.5\n")
+    os.symlink(w / "elsewhere.csv", record.parent / "epochs.csv")
+    _command("figures", "--results", str(w / "res"), "--out", str(w / "out"), "--study", "s", "--formats", "png")
+    if (w / "out" / "s" / "good_lp_training.png").exists():
+        raise Verdict("security", "a link out of the run directory was read as its epochs.csv")
+
+
+@attack("results root", "W&B log naming a run on another host (report)", expect="handle")
+def _(w):
+    record = _study_record(w / "res", "good", problem="good")
+    logs = record.parent / "wandb" / "offline-run-20260101_000000-abc" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "debug.log").write_text("View run at https://evil.example/x/y/runs/abc\n")
+    _command("report", "--results", str(w / "res"), "--out", str(w / "out"), "--study", "s")
+    if "evil.example" in (w / "out" / "s" / "index.html").read_text():
+        raise Verdict("silent", "a log line's URL on another host became the run's W&B link")
+
+
+@attack("results root", "a method name with terminal escapes (report)", expect="handle")
+def _(w):
+    _study_record(w / "res", "good", problem="good", method="ldr\x1b]0;owned\x07\x1b[2J")
+    printed = _command("report", "--results", str(w / "res"), "--out", str(w / "out"), "--study", "s")
+    page = (w / "out" / "s" / "index.html").read_text()
+    if "\x1b" in printed or "\x1b" in page:
+        raise Verdict("silent", "an escape sequence from a record reached the terminal or the page")
+
+
+for _name, _out, _pattern in (
+    ("--out /dev/null", "/dev/null", r"^error: --out /dev/null is a file, not a folder"),
+    ("--out a file", "<file>", r"^error: --out .* is a file, not a folder"),
+    ("--out under /proc", "/proc", r"^error: --out /proc cannot be written"),
+):
+    for _cmd in ("tables", "figures", "report"):
+        def _out_attack(w, out=_out, cmd=_cmd):
+            _study_record(w / "res", "good", problem="good")
+            (w / "file").write_text("mine")
+            _command(cmd, "--results", str(w / "res"), "--out", out.replace("<file>", str(w / "file")), "--study", "s")
+
+        ATTACKS.append(Attack("results root", f"{_name} ({_cmd})", _out_attack, "reject", _pattern))
+
+
+@attack("results root", "report killed by SIGTERM leaves no temporary folder", expect="handle", slow=True)
+def _(w):
+    _study_record(w / "res", "good", problem="good")
+    code = ("import os, signal, sys, hardlinear.reporting.figures as f\n"
+            "real = f.study_figures\n"
+            "def study_figures(*a, **k):\n    out = real(*a, **k)\n    os.kill(os.getpid(), signal.SIGTERM)\n    return out\n"
+            "f.study_figures = study_figures\n"
+            "from hardlinear.commands.report import main\n"
+            f"sys.exit(main(['--results', {str(w / 'res')!r}, '--out', {str(w / 'out')!r}, '--study', 's']))\n")
+    env = {**_env(), "TMPDIR": str(w / "tmp")}
+    (w / "tmp").mkdir()
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    left = _files_under(w / "tmp") + [n for n in _files_under(w / "out") if "partial" in n]
+    if left:
+        raise Verdict("silent", f"a killed report left {left[:3]}")
+
+
+@attack("npz problem file", "ineq_names with terminal escape sequences", expect="handle")
+def _(w):
+    problem = _build(_problem_file(w, ineq_names=np.array(["a\x1b[2J\x1b]0;owned\x07", "b\rc", "d"])))
+    if any(c in "".join(problem.ineq_names) for c in "\x1b\x07\r"):
+        raise Verdict("silent", f"control characters kept in the names: {problem.ineq_names!r}")
+
+
+# --- issue 59: a config folder runs only what it declares --------------------------------------------------------
+def _evil_experiment(w: Path, hydra_yaml: str) -> Path:
+    conf = w / "myconf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "evil.yaml").write_text("# @package _global_\n" + hydra_yaml.replace("<victim>", str(w / "victim")))
+    return conf
+
+
+def _run_evil(w: Path, conf: Path, *extra: str) -> None:
+    try:
+        _command("run", "--config-dir", str(conf), "+experiment=evil", "problem=dcopf_14", "method=ldr", "trainer=fast",
+                 "progress=false", "data.val_size=8", "data.test_size=8", f"results_dir={w / 'res'}",
+                 f"cache_dir={w / 'cache'}", f"hydra.run.dir={w / 'run'}", *extra)
+    finally:
+        if (w / "victim").exists():
+            raise Verdict("security", "a config folder's hydra section ran os.makedirs")
+
+
+for _name, _yaml in (
+    ("hydra.callbacks naming os.makedirs", "hydra:\n  callbacks:\n    e:\n      _target_: os.makedirs\n      name: <victim>\n"),
+    ("a nested _target_ in a hardlinear callback's options",
+     "hydra:\n  callbacks:\n    progress:\n      _target_: hardlinear.harness.sweep.SweepProgress\n"
+     "      x:\n        _target_: os.makedirs\n        name: <victim>\n"),
+):
+    ATTACKS.append(Attack("config", f"{_name} (config folder)", (lambda y: lambda w: _run_evil(w, _evil_experiment(w, y)))(_yaml),
+                          "reject", slow="nested" in _name, pattern= r"^error: hydra\.callbacks\.\S+\._target_ 'os\.makedirs' is not a hardlinear callback.*HARDLINEAR_ALLOW_CALLBACKS"))
+
+
+@attack("config", "hydra.launcher naming os.getcwd (config folder)", pattern=r"^error: hydra\.launcher\._target_ 'os\.getcwd' is not a Hydra launcher")
+def _(w):
+    _run_evil(w, _evil_experiment(w, "hydra:\n  launcher:\n    _target_: os.getcwd\n"), "-m")
+
+
+# --- issue 59: resume checks identity --------------------------------------------------------------------------------
+TRAINED = ["problem=dcopf_14", "method=penalty", "trainer=fast", "trainer.epochs=2", "trainer.val_every=1", "progress=false",
+           "data.val_size=5", "data.test_size=5", "eval.throughput_batch=8", "eval.warmup=0", "eval.time_instances=2"]
+
+
+def _trained_run() -> Path:
+    """One dcopf_14 run of the penalty method, 2 epochs, with its ``last.pt`` (made once per process, seconds)."""
+    if "trained" not in _RUN:
+        work = Path(tempfile.mkdtemp(prefix="attack-trained-"))
+        _run_config(work, "run", *TRAINED)
+        _RUN["trained"] = work / "run"
+    return _RUN["trained"]
+
+
+def _run_config(work: Path, name: str, *overrides: str) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    from hardlinear.harness import runner
+
+    overrides = (*overrides, f"cache_dir={work / 'cache'}", f"results_dir={work / 'results'}")
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    return runner.run(cfg, work / name)
+
+
+@attack("config", "seed=5 trainer.resume=<a seed-0 run> (recorded ok as seed 5)", pattern=r"trainer.resume=.*differs from this one in seed 0 there, 5 here")
+def _(w):
+    _run_config(w, "resumed", *TRAINED, "seed=5", "trainer.epochs=3", f"trainer.resume={_trained_run()}")
+
+
+@attack("config", "trainer.resume with other method options", slow=True, pattern=r"differs from this one in method.penalty ")
+def _(w):
+    _run_config(w, "resumed", *TRAINED, "method.penalty=7", "trainer.epochs=3", f"trainer.resume={_trained_run()}")
+
+
+def _edited_last(w: Path, **state) -> Path:
+    import torch
+
+    copy = w / "earlier"
+    shutil.copytree(_trained_run(), copy)
+    payload = torch.load(copy / "last.pt", weights_only=True)
+    payload["state"].update(state)
+    torch.save(payload, copy / "last.pt")
+    return copy
+
+
+for _name, _state, _pattern in (
+    ("last.pt with epoch=-1 (ran 14 epochs of 8)", {"epoch": -1}, r"impossible training state \(epoch=-1"),
+    ("last.pt with epoch 'x'", {"epoch": "x"}, r"impossible training state \(epoch is str"),
+    ("last.pt with time_s=-inf", {"time_s": float("-inf")}, r"impossible training state \(time_s=-inf"),
+):
+    ATTACKS.append(Attack("checkpoint", _name, (lambda st: lambda w: _run_config(
+        w, "resumed", *TRAINED, "trainer.epochs=3", f"trainer.resume={_edited_last(w, **st)}"))(_state), "reject", _pattern,
+        slow="epoch=-1" not in _name))
+
+
 # --- the table ------------------------------------------------------------------------------------------------------
 def run_all(fast: bool = False, verbose: bool = False) -> dict[str, Counter]:
     table: dict[str, Counter] = defaultdict(Counter)

@@ -1,6 +1,7 @@
 """Issue 29, item 10: every bad input of the attack catalogue (``scripts/attack_inputs.py``) is refused clearly
 before work or handled; none is unclear, accepted silently, corrupting or a hole. One test per in-process attack
-(the CLI attacks, subprocesses, run with ``python scripts/attack_inputs.py``)."""
+(the CLI attacks, subprocesses, and the slower report attacks of issue 59 run with ``python scripts/attack_inputs.py``
+or ``pytest -m slow``)."""
 
 import importlib.util
 import sys
@@ -31,10 +32,11 @@ SLOW = [a for a in attacks.ATTACKS if a.slow]
 @pytest.mark.parametrize("attack", SLOW, ids=[f"{a.surface}: {a.name}" for a in SLOW])
 def test_a_bad_command_line_is_refused_in_one_clear_line(attack, tmp_path):
     outcome, message = attacks.classify(attack, tmp_path)
-    assert outcome == "rejected", f"{attack.surface} / {attack.name}: {outcome}: {message}"
+    wanted = "handled" if attack.expect == "handle" else "rejected"
+    assert outcome == wanted, f"{attack.surface} / {attack.name}: {outcome}: {message}"
 
 
 def test_the_catalogue_covers_every_surface_of_the_issue():
     surfaces = {a.surface for a in attacks.ATTACKS}
     assert surfaces == {"npz problem file", "inputs file", "config", "checkpoint", "results root", "layer call", "evaluate.py"}
-    assert len(attacks.ATTACKS) >= 90
+    assert len(attacks.ATTACKS) >= 170

@@ -4,30 +4,37 @@ any dataset, rule or training (milliseconds). ``schemas.validate_config`` runs b
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from hardlinear.harness.schemas import ConfigError
 
 FLOAT64, FLOAT32 = 8, 4
 
 
-def available_memory_bytes(device: str = "cpu") -> int | None:
-    """Free memory where the tensors will live: ``MemAvailable`` (Linux) for the CPU, the free bytes of a CUDA
-    device; None where it cannot be read (the check is then skipped)."""
+USABLE_FRACTION = 0.8
+"""Share of the memory this process may use that the checks let one allocation plan take: the rest is for the
+interpreter, the libraries, the data and the allocator's slack."""
+
+
+def memory_room(device: str = "cpu") -> tuple[int | None, str]:
+    """``(bytes, why)``: the memory the tensors may take where they will live. CPU: the smallest of the free memory,
+    the room under this process's memory cgroup and under ``RLIMIT_AS`` / ``RLIMIT_DATA``
+    (:func:`hardlinear.runtime.limits.memory_room`); CUDA: the device's free bytes. ``(None, "")`` where it
+    cannot be read (the checks are then skipped)."""
     if str(device).startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
-            return None
+            return None, ""
         free, _ = torch.cuda.mem_get_info(torch.device(device))
-        return int(free)
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+        return int(free), f"free on {device}"
+    from hardlinear.runtime.limits import memory_room as process_room
+
+    return process_room()
+
+
+def available_memory_bytes(device: str = "cpu") -> int | None:
+    """The bytes of :func:`memory_room` (None where unknown)."""
+    return memory_room(device)[0]
 
 
 def bytes_per_instance(problem, network: dict, net_bytes: int = FLOAT32, unrolled_steps: int = 0, training: bool = True) -> int:
@@ -44,19 +51,22 @@ def bytes_per_instance(problem, network: dict, net_bytes: int = FLOAT32, unrolle
 
 def network_weight_bytes(problem, network: dict, net_bytes: int = FLOAT32, training: bool = True) -> int:
     """Bytes of the task network's weights (``k -> hidden -> ... -> n``); training holds three more copies (the
-    gradients and Adam's two moments)."""
+    gradients and Adam's two moments), a reload one more (the saved weights beside the built network's)."""
     hidden, layers = int(network.get("hidden", 256)), int(network.get("layers", 2))
     k, n = int(problem.k), int(problem.n)
     widths = [k] + [hidden] * layers + [n]
     weights = sum(a * b + b for a, b in zip(widths, widths[1:]))
-    return int(weights * net_bytes * (4 if training else 1))
+    return int(weights * net_bytes * (4 if training else 2))
 
 
 def network_memory_errors(problem, network: dict, net_bytes: int = FLOAT32, *, device: str = "cpu",
                           training: bool = True, available: int | None = None) -> list[str]:
     """One line when the network's weights alone would not fit in the free memory (``network.hidden=10**7`` met the
     allocator's raw error before), naming the largest ``network.hidden`` that fits; [] otherwise."""
-    available = available_memory_bytes(device) if available is None else available
+    why = "usable"
+    if available is None:
+        room, why = memory_room(device)
+        available = None if room is None else int(room * USABLE_FRACTION)
     need = network_weight_bytes(problem, network, net_bytes, training)
     if not available or need <= available:
         return []
@@ -65,8 +75,9 @@ def network_memory_errors(problem, network: dict, net_bytes: int = FLOAT32, *, d
     while fits > 1 and network_weight_bytes(problem, {**network, "hidden": fits}, net_bytes, training) > available:
         fits //= 2
     return [f"network.hidden={hidden} with network.layers={layers} needs about {_size(need)} for the network's weights "
-            f"on {device}{' (training: with gradients and optimizer state)' if training else ''} but {_size(available)} "
-            f"is free; set network.hidden to at most {fits:,} (or fewer layers)"]
+            f"on {device}{' (training: with gradients and optimizer state)' if training else ' (a reload holds two copies)'} "
+            f"but {_size(available)} may be used ({USABLE_FRACTION:.0%} of what is {why}); set network.hidden to at most "
+            f"{fits:,} (or fewer layers)"]
 
 
 def check_batch_memory(problem, network: dict, batch_size: int, throughput_batch: int, ctx=None, *,
@@ -82,7 +93,10 @@ def check_batch_memory(problem, network: dict, batch_size: int, throughput_batch
         device, net_bytes = str(ctx.device), torch.finfo(ctx.dtype).bits // 8
     if method is not None:
         unrolled_steps = int(getattr(method, "train_steps", 0) or 0)
-    available = available_memory_bytes(device) if available is None else available
+    why = "usable"
+    if available is None:
+        room, why = memory_room(device)
+        available = None if room is None else int(room * USABLE_FRACTION)
     if not available:
         return
     errors = network_memory_errors(problem, network, net_bytes, device=device, available=available)
@@ -96,7 +110,8 @@ def check_batch_memory(problem, network: dict, batch_size: int, throughput_batch
             errors.append(
                 f"{key}={batch} needs about {_size(need)} on {device} for {problem.name} (n={problem.n}, "
                 f"network {network.get('layers', 2)}x{network.get('hidden', 256)}: ~{_size(per)} per instance"
-                f"{', training' if training else ''}) but {_size(available)} is free; set {key} to at most {fits:,}"
+                f"{', training' if training else ''}) but {_size(available)} may be used ({USABLE_FRACTION:.0%} of what is "
+                f"{why}); set {key} to at most {fits:,}"
             )
     if errors:
         raise ConfigError(errors)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from hardlinear.problems.datasets import Dataset, atomic_write_bytes, build_dataset
+from hardlinear.runtime.npz import ArraysTooLarge, check_npz_fits
 
 MAX_INPUT_ROWS = 10_000_000
 """Most rows an inputs file may hold (each is solved by the reference solver: far more is a mistake)."""
@@ -47,6 +48,7 @@ def read_inputs(path: str | os.PathLike, k: int) -> torch.Tensor:
         if path.suffix == ".npy":
             xi = np.load(path, allow_pickle=False, mmap_mode="r")
         elif path.suffix == ".npz":
+            check_npz_fits(path, "inputs file")  # the declared shapes against the memory, before anything is inflated
             with np.load(path, allow_pickle=False) as archive:
                 if "xi" not in archive:
                     raise KeyError(f"{path} has no array 'xi' (arrays: {', '.join(archive.files)}); save the inputs as xi=...")
@@ -60,6 +62,8 @@ def read_inputs(path: str | os.PathLike, k: int) -> torch.Tensor:
         xi = np.array(xi, dtype=np.float64)
     except KeyError as err:
         raise ValueError(str(err.args[0])) from None
+    except ArraysTooLarge:
+        raise
     except Exception as err:  # noqa: BLE001 - a damaged zip, a bad header, text in a CSV: all "unreadable"
         raise ValueError(f"inputs file {path} cannot be read as {path.suffix} ({type(err).__name__}: {err})") from None
     if xi.ndim != 2 or xi.shape[1] != k:
@@ -114,6 +118,11 @@ def evaluate_run(
         results.check_study_name(study, "--study")
     method = load_run(run_dir, cache_dir=cache_dir, files=files, allow_missing_probe=allow_missing_probe)
     config, problem = method.run_config, method.problem
+    eval_cfg = EvalConfig(**dict(config.get("eval") or {}))
+    from hardlinear.harness.preflight import check_batch_memory  # the stored throughput batch, before it is sampled
+
+    check_batch_memory(problem, dict(config.get("network") or {}), 1, int(eval_cfg.throughput_batch),
+                       net_bytes=check_dtype(config.get("dtype", "float32")).itemsize)
     data_cfg = dict(config.get("data") or {})
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)
     size = int(data_cfg.get("test_size", 100) if test_size is None else test_size)
@@ -128,7 +137,7 @@ def evaluate_run(
     else:
         test = build_dataset(problem, "test", size, seed, solver, cache, progress=False)
     ctx = Context(cache_dir=cache, device="cpu", dtype=check_dtype(config.get("dtype", "float32")), seed=int(config.get("seed", 0)), progress=False)
-    metrics, per_instance = evaluate_method_instances(method, problem, test, ctx, EvalConfig(**dict(config.get("eval") or {})))
+    metrics, per_instance = evaluate_method_instances(method, problem, test, ctx, eval_cfg)
     metrics["data/ref_solve_ms"] = 1000.0 * float(np.mean(test.solve_time_s))
     with torch.no_grad():
         y = method.predict(test.xi.to(torch.float64)).y.to("cpu", torch.float64)

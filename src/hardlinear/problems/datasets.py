@@ -25,6 +25,7 @@ import torch
 from filelock import FileLock, Timeout
 
 from hardlinear.runtime.atomic import atomic_write_bytes  # noqa: F401 - re-exported: harness, checkpoints
+from hardlinear.runtime.npz import check_npz_fits
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ def load_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict] | None:
     if not path.exists():
         return None
     try:
+        check_npz_fits(path, "cache file")  # a forged file's declared shapes, before anything is inflated
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["__meta__"]).decode())
             arrays = {k: z[k] for k in z.files if k != "__meta__"}

@@ -40,6 +40,7 @@ instead of ``row 21: +1 y[14] <= 4``).
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from hardlinear.constraints.arrays import check_magnitudes, real_array
 from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.runtime.names import printable
+from hardlinear.runtime.npz import ArraysTooLarge, check_npz_fits
 
 SPLIT_KEYS = {"train": "train_inputs", "val": "val_inputs", "test": "test_inputs"}
 MATRIX_KEYS = ("Q", "G", "Gx", "H", "Hx")
@@ -70,10 +72,14 @@ def load_arrays_npz(path: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"problem file {str(path)!r} is not a regular file (a folder or a device); pass problem.path=<file.npz>")
     try:
+        if zipfile.is_zipfile(path):  # the declared shapes against the memory, before anything is inflated
+            check_npz_fits(path, "problem file")
         with np.load(path, allow_pickle=False) as z:
             if not hasattr(z, "files"):
                 raise ValueError("it holds one array, not named arrays (save with numpy.savez(path, c=..., lo=..., hi=...))")
             raw = {key: z[key] for key in z.files}
+    except ArraysTooLarge:
+        raise
     except Exception as err:  # noqa: BLE001 - a damaged zip, a pickled array, a text file: all "not a problem file"
         raise ValueError(f"problem file {str(path)!r} cannot be read as .npz ({type(err).__name__}: {err}); write it with numpy.savez") from None
     arrays: dict[str, Any] = {}

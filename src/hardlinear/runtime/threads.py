@@ -32,6 +32,8 @@ def size_native_pools(threads: int) -> None:
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
         return  # the config validation reports a bad `threads` with the other config errors
+    if threads_beyond_room(threads):
+        return  # pools of that size cannot start here (a segfault or a hang in OpenBLAS): validation says so
     if "numpy" in sys.modules or "torch" in sys.modules:
         if not all(name in os.environ for name in POOL_VARIABLES):
             warnings.warn(
@@ -42,3 +44,24 @@ def size_native_pools(threads: int) -> None:
         return
     for name in POOL_VARIABLES:
         os.environ.setdefault(name, str(threads))
+
+
+THREAD_MARGIN = 16
+"""Threads kept for what is not a compute pool (the interpreter, a progress bar, the solvers' own)."""
+
+
+def threads_beyond_room(threads: int) -> str | None:
+    """Why ``threads`` cannot be used here, or None: numpy's and torch's pools start up to ``threads - 1`` threads
+    each, which must fit in what this process may still start (a pids cgroup's ``pids.max``, ``RLIMIT_NPROC``:
+    :func:`hardlinear.runtime.limits.thread_room`). ``threads=1024`` where 250 may start segfaulted before."""
+    from hardlinear.runtime.limits import thread_room
+
+    room, why = thread_room()
+    if room is None:
+        return None
+    need = 2 * (int(threads) - 1) + THREAD_MARGIN
+    if need <= room:
+        return None
+    fits = max(1, (room - THREAD_MARGIN) // 2 + 1)
+    return (f"threads={threads} needs about {need} threads (numpy's and torch's pools) but this process may start "
+            f"only {room} more ({why}); set threads to at most {fits}")

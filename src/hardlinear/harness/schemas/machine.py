@@ -1,5 +1,6 @@
 """Paths, seeds and threads: what the machine must allow. The output folders must be writable, the seeds fit
-a 64-bit generator, and more threads than the cores this process may use only warn."""
+a 64-bit generator, the threads within what the process may start, and more threads than the cores this process
+may use only warn."""
 
 from __future__ import annotations
 
@@ -26,7 +27,14 @@ def _check_paths_and_threads(check: _Checker, data: dict) -> None:
 
 
 def _check_seeds_and_names(check: _Checker, data: dict) -> None:
-    """Seeds that fit a 64-bit generator; study and experiment names of one path component."""
+    """Seeds that fit a 64-bit generator; study and experiment names of one path component; threads the process
+    may start (:func:`hardlinear.runtime.threads.threads_beyond_room`)."""
+    from hardlinear.runtime.threads import threads_beyond_room
+
+    if _is_number(data.get("threads")) and 1 <= data["threads"] <= MAX_THREADS:
+        problem = threads_beyond_room(int(data["threads"]))
+        if problem:
+            check.error(problem)
     for key in ("seed",):
         value = data.get(key)
         if _is_number(value) and value >= SEED_LIMIT:
@@ -44,8 +52,11 @@ def _check_seeds_and_names(check: _Checker, data: dict) -> None:
 
 def _warn_threads(threads: object) -> None:
     """More threads than cores runs, slower: a warning (the hard bound is ``tables.MAX_THREADS``)."""
+    from hardlinear.runtime.threads import threads_beyond_room
+
     cores = available_cores()
-    if _is_number(threads) and cores < threads <= MAX_THREADS:  # beyond MAX_THREADS: an error, not a warning too
+    if _is_number(threads) and cores < threads <= MAX_THREADS and not threads_beyond_room(int(threads)):
+        # beyond MAX_THREADS or what may start: an error, not a warning too
         warnings.warn(
             f"threads={threads} but only {cores} cores are available to this process: the threads will share them "
             f"and run slower; set threads={cores} or fewer",

@@ -19,7 +19,18 @@ def infeasibility(metrics: dict) -> str:
     same rule as the study table's Feasible column), e.g. ``"INFEASIBLE: worst ineq. violation 2.8e-02 > 1e-06"``."""
     worst = {name: float(metrics.get(f"test/{key}_viol_worst", float("nan"))) for name, key in (("eq.", "eq"), ("ineq.", "ineq"))}
     over = [f"worst {name} violation {value:.1e}" for name, value in worst.items() if value > FEASIBILITY_TOL]
+    nonfinite = nonfinite_text(metrics)
+    if nonfinite:
+        return f"INFEASIBLE: {nonfinite}"
     return f"INFEASIBLE: {', '.join(over)} > {FEASIBILITY_TOL:g}" if over else ""
+
+
+def nonfinite_text(metrics: dict, split: str = "test") -> str:
+    """``"non-finite outputs (NaN or inf) on 3 test instances"``, or ``""`` when every output was finite."""
+    count = float(metrics.get(f"{split}/nonfinite", 0.0) or 0.0)
+    if count != count or count <= 0:  # NaN: not recorded
+        return ""
+    return f"non-finite outputs (NaN or inf) on {count:.0f} {split} instance{'s' if count != 1 else ''}"
 
 
 METRIC_KEYS = (
@@ -38,7 +49,8 @@ def instance_metrics(problem, xi: torch.Tensor, y: torch.Tensor, y_opt_objective
     """Per-instance gap (percent), relative equality and inequality violations, max absolute violation.
 
     ``xi: (B, k), y: (B, n), y_opt_objective: (B,)``; everything is cast to float64 first. A prediction that
-    is not finite gets NaN metrics, which the aggregates below report as NaN rather than hide.
+    is not finite gets NaN metrics, which the aggregates below report as NaN rather than hide, and is counted
+    (``nonfinite``: 1 for an instance whose output holds a NaN or an inf).
     """
     xi = xi.detach().to("cpu", torch.float64)
     y = y.detach().to("cpu", torch.float64)
@@ -57,6 +69,7 @@ def instance_metrics(problem, xi: torch.Tensor, y: torch.Tensor, y_opt_objective
     ineq_max = ineq_pos.amax(dim=1) if ineq.shape[1] else zeros
     max_abs = torch.maximum(eq_max, ineq_max)
     return {
+        "nonfinite": (~torch.isfinite(y).all(dim=1)).double().numpy(),  # counted, never hidden in a NaN mean
         "gap": gap.numpy(),
         "eq_viol": eq_rel.numpy(),
         "ineq_viol": ineq_rel.numpy(),
@@ -107,6 +120,8 @@ def summarize(per_instance: dict[str, np.ndarray], split: str = "test") -> dict[
         out[f"{split}/{name}_worst"] = float(np.max(values)) if len(values) else float("nan")
     out.update(gap_statistics(per_instance["gap"], split))
     out[f"{split}/max_abs_viol"] = float(np.max(per_instance["max_abs_viol"])) if len(per_instance["max_abs_viol"]) else float("nan")
+    if "nonfinite" in per_instance:  # instances whose output holds NaN or inf (the method's, not the metrics')
+        out[f"{split}/nonfinite"] = float(np.sum(per_instance["nonfinite"]))
     # DC3's own statistics (its tables): the mean objective and the means over instances of each instance's
     # largest absolute equality and inequality violation ("Max eq.", "Max ineq.").
     for name in ("objective", "eq_max", "ineq_max"):

@@ -51,6 +51,11 @@ def divergence_reason(metrics: dict[str, float], cfg: EvalConfig) -> str | None:
     """Why a run's test metrics are not a result (non-finite, or beyond ``cfg.diverged_gap`` /
     ``cfg.diverged_viol``), or None when they are sane. Why: a run that blew up to huge but finite values
     (a gap of 1e14 %) must not pass for a row of a table."""
+    from hardlinear.evaluation.metrics import nonfinite_text
+
+    outputs = nonfinite_text(metrics)
+    if outputs:  # the method returned NaN or inf: said as such, not only as NaN metrics
+        return f"the method returned {outputs}"
     bad = [k for k in DIVERGENCE_METRICS if k in metrics and not math.isfinite(float(metrics[k]))]
     if bad:
         return f"non-finite test metrics ({', '.join(f'{k}={metrics[k]}' for k in bad)})"

@@ -199,6 +199,9 @@ def _cell_figures(runs) -> dict[str, float]:
     figures["test/gap_mean sd"] = stats.std["test/gap_mean"]
     for col in ("test/gap_worst", "test/eq_viol_worst", "test/ineq_viol_worst"):
         figures[f"{col} max"] = _worst(runs, col)
+    nonfinite = sum(v for v in map(_num, runs["test/nonfinite"]) if v == v) if "test/nonfinite" in runs.columns else 0.0
+    if nonfinite > 0:  # instances whose output held NaN or inf (a column of the CSV only where there are some)
+        figures["test/nonfinite sum"] = nonfinite
     figures["seeds"] = stats.seeds
     return figures
 
@@ -215,6 +218,8 @@ def _gap_statistics_cells(runs, figures: Mapping[str, float]) -> list[Cell]:
 
 def feasible(figures: Mapping[str, float]) -> bool | None:
     """Whether the worst violations stay within ``FEASIBILITY_TOL`` (None when not recorded)."""
+    if figures.get("test/nonfinite sum", 0.0) > 0:  # an output with NaN or inf satisfies no constraint
+        return False
     worst = [figures.get("test/eq_viol_worst max", math.nan), figures.get("test/ineq_viol_worst max", math.nan)]
     worst = [w for w in worst if not math.isnan(w)]
     return None if not worst else max(worst) <= FEASIBILITY_TOL
@@ -276,6 +281,9 @@ def build_study_table(df, study: str, defaults: Mapping[str, Any] | None = None)
                     Cell(_status_text(runs, others)),
                 ])
                 tidy.append({**record, **figures, "feasible": ok, "status": _status_text(runs, others), "reason": ""})
+                if figures.get("test/nonfinite sum", 0.0) > 0:
+                    block_notes.append(f"{label}: non-finite outputs (NaN or inf) on {figures['test/nonfinite sum']:.0f} "
+                                       "test instances over its seeds")
                 if (runs["status"] == "diverged").any():
                     block_notes.append(f"{label}: diverged: {_reason(runs[runs['status'] == 'diverged'].iloc[0]['reason'])}")
             for status in sorted(set(others["status"])):

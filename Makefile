@@ -85,20 +85,23 @@ check-artifacts: artifacts  ## regenerate every derived file, build every study'
 	@test -z "$$(git status --porcelain --untracked-files=all -- results)" || { git status --short -- results | head -20; echo "check-artifacts: untracked derived files (commit them or ignore them)"; exit 1; }
 
 # Selection shared by tables, figures and aggregate: RESULTS (roots: record dirs and legacy CSVs), STUDY, WHERE.
+# Each value reaches the command as one shell word, quoted ($(call q,...)): STUDY='a b' is one study named "a b",
+# and a ; or $ in a value is text, not a command. RESULTS and WHERE are lists: each of their words is one argument.
+q = '$(subst ','\'',$(1))'
 RESULTS ?= results results/paper/runs.csv
-SELECT = --results $(RESULTS) $(if $(STUDY),--study $(STUDY)) $(if $(WHERE),--where $(WHERE))
+SELECT = --results $(foreach r,$(RESULTS),$(call q,$(r))) $(if $(STUDY),--study $(call q,$(STUDY))) $(if $(WHERE),--where $(foreach w,$(WHERE),$(call q,$(w))))
 
 aggregate: install  ## the derived results table (one row per run) -> results/aggregated.csv; STUDY=, WHERE='key=value'
-	$(PY) scripts/aggregate.py $(SELECT) --out $(or $(OUT),results/aggregated.csv)
+	$(PY) scripts/aggregate.py $(SELECT) --out $(call q,$(or $(OUT),results/aggregated.csv))
 
 tables: install  ## a table per study (study.md/.tex/.csv; the paper's layout too for its problems) -> results/tables/<study>/; STUDY=, WHERE='key=value'
-	$(PY) scripts/make_tables.py $(SELECT) --out $(or $(OUT),results/tables)
+	$(PY) scripts/make_tables.py $(SELECT) --out $(call q,$(or $(OUT),results/tables))
 
 figures: install  ## figures per study (gap-time, violations, training curves) -> results/figures/<study>/*.png, *.pdf; STUDY=, WHERE='key=value'
-	$(PY) scripts/make_figures.py $(SELECT) --out $(or $(OUT),results/figures)
+	$(PY) scripts/make_figures.py $(SELECT) --out $(call q,$(or $(OUT),results/figures))
 
 report: install  ## a study in the browser (table, figures, runs; self-contained) -> results/reports/<study>/index.html; STUDY=, WHERE='key=value'
-	$(PY) scripts/make_report.py $(SELECT) --out $(or $(OUT),results/reports)
+	$(PY) scripts/make_report.py $(SELECT) --out $(call q,$(or $(OUT),results/reports))
 
 bench: install  ## all benchmarks (long)
 	$(PY) benchmarks/run_all.py --full

@@ -30,7 +30,7 @@ def feasibility_layer(
     max_margin: float | str | None = "auto",
     gradient: str = "argmax",
     progress: bool = True,
-    out_of_domain: str = "count",
+    out_of_domain: str = "warn_once",
     warn_low_precision: bool = True,
 ):
     """Solve (or load from ``cache_dir``) the decision rule of ``constraints`` and return the layer
@@ -46,6 +46,10 @@ def feasibility_layer(
     The output has ``y_task``'s dtype: a float32 network's output comes back float32, its equalities holding to
     float32 rounding (~1e-7 relative) rather than ~1e-15; the layer warns once then (``warn_low_precision=False``
     silences it). Pass ``y_task.double()`` for float64 outputs.
+
+    Inputs outside the box (or the input polytope) have no guarantee: the layer warns at the first call that has
+    some (``out_of_domain="warn_once"``, the default), and ``layer.last_stats["out_of_domain"]`` flags them per
+    row; ``"warn"`` warns every call, ``"error"`` refuses them, ``"count"`` only flags them.
     """
     from hardlinear.layers.feasibility import FeasibilityLayer
     from hardlinear.rules.decision_rule import solve_decision_rule

@@ -64,7 +64,7 @@ from hardlinear.constraints.signed_rows import compact_affine_times, split_times
 from hardlinear.layers.equality import EqualityProjector, Float64Constants, constant_lhs
 
 GRADIENTS = ("argmax", "ste")
-DOMAIN_POLICIES = ("count", "warn", "error")
+DOMAIN_POLICIES = ("count", "warn", "error", "warn_once")
 # Rows with at most this many nonzeros are evaluated by gathering y's entries (DC-OPF: <= 2 per row).
 GATHER_MAX_NNZ = 4
 # Logit of rows excluded from the STE surrogate: exp() of it is 0, and unlike -inf it never makes NaN.
@@ -264,7 +264,9 @@ class FeasibilityLayer(nn.Module):
             ``alpha > 0``: every moved row gains at least ``margin * s_SN_i`` of slack (for downstream rounding).
         rounding_guard: the factor ``c`` of the rounding guard (module docstring); 0 turns it off.
         out_of_domain: what to do with inputs outside the box (where nothing is guaranteed): ``"count"`` (only
-            ``last_stats``), ``"warn"`` or ``"error"`` (both look at the flags, a device sync).
+            ``last_stats``), ``"warn"`` or ``"error"`` (both look at the flags, a device sync), ``"warn_once"``
+            (warn at the first call with such inputs, then only count: :func:`hardlinear.feasibility_layer`'s
+            default, so that a library user hears of it once without paying a sync on every call after).
         warn_low_precision: warn (once per layer) when ``y_task`` is not float64: the output comes back in
             ``y_task``'s dtype, so its equalities hold to that dtype's rounding (float32: ~1e-7 relative, not
             ~1e-15). On in :func:`hardlinear.feasibility_layer`, where a float32 network's output used to pass
@@ -325,6 +327,7 @@ class FeasibilityLayer(nn.Module):
         self.gradient, self.alpha_dtype = gradient, alpha_dtype
         self.ste_temperature, self.alpha_margin = float(ste_temperature), float(alpha_margin)
         self.rounding_guard, self.out_of_domain = float(rounding_guard), out_of_domain
+        self._domain_warned = False
         self._last: tuple[torch.Tensor, ...] | None = None
         self.warn_low_precision = bool(warn_low_precision)
         self.guard_gradient = bool(guard_gradient)
@@ -478,13 +481,18 @@ class FeasibilityLayer(nn.Module):
 
         # --- bookkeeping: raw pieces now, statistics when asked for (no device sync unless a policy asks) ---
         self._last = (xi.detach(), alpha.detach(), finite, s_sn.detach())
-        if self.out_of_domain != "count" and not exporting:  # a warning is the eager model's (no exported form)
+        warns = self.out_of_domain in ("warn", "error") or (self.out_of_domain == "warn_once" and not getattr(self, "_domain_warned", False))
+        if warns and not exporting:  # a warning is the eager model's (no exported form)
             ood = self.domain_flags(xi)
             if bool(ood.any()):
                 where = "the box" if self.polytope is None else "the input polytope"
                 msg = f"{int(ood.sum())} of {ood.numel()} inputs lie outside {where}: feasibility is not guaranteed"
                 if self.out_of_domain == "error":
                     raise ValueError(msg + " (out_of_domain='error'; use 'warn' or 'count' to let them through)")
+                if self.out_of_domain == "warn_once":
+                    self._domain_warned = True
+                    msg += (" (said once; layer.last_stats['out_of_domain'] counts them per call, out_of_domain='warn' "
+                            "says it every call, 'error' refuses, 'count' is silent)")
                 warnings.warn(msg, stacklevel=2)
         return y
 

@@ -209,6 +209,9 @@ def hydra_target_errors(argv: Sequence[str], config_dir: str | Path, config_name
     from omegaconf.errors import OmegaConfBaseException
 
     config_dir = Path(config_dir).resolve()
+    touches_hydra = any(a.lstrip("+~").startswith("hydra") for a in argv if not a.startswith("-"))
+    if not search_dirs and not touches_hydra:
+        return []  # the shipped configs alone, untouched: nothing to compose (their callbacks are the trusted ones)
     folders = [config_dir, *(Path(d).resolve() for d in search_dirs)]
     searchpath = [f"hydra.searchpath=[{','.join(repr(f'file://{d}') for d in folders[1:])}]"] if search_dirs else []
     try:

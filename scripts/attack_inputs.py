@@ -585,6 +585,9 @@ for _name, _make in (
     ("FIFO named record.json", lambda d: os.mkfifo(d / "record.json")),
     ("symlink to /dev/zero", lambda d: os.symlink("/dev/zero", d / "record.json")),
     ("1 GB sparse file", lambda d: os.truncate(open(d / "record.json", "wb").name, 2**30)),  # noqa: SIM115
+    ("record.json a link to a record outside the root (issue 59)", lambda d: (
+        (d.parents[1] / "outside.json").write_text(_signed({**_BASE, "identity": "outside"})),
+        os.symlink(d.parents[1] / "outside.json", d / "record.json"))),
 ):
     ATTACKS.append(Attack("results root", _name, _root_attack(_make), "handle"))
 
@@ -1285,6 +1288,17 @@ for _name, _yaml in (
                           "reject", slow="nested" in _name, pattern= r"^error: hydra\.callbacks\.\S+\._target_ 'os\.makedirs' is not a hardlinear callback.*HARDLINEAR_ALLOW_CALLBACKS"))
 
 
+@attack("config", "+hydra.callbacks.e._target_=os.makedirs on the command line", pattern=r"^error: hydra\.callbacks\.e\._target_ 'os\.makedirs' is not a hardlinear callback")
+def _(w):
+    try:
+        _command("run", "problem=dcopf_14", "method=ldr", "trainer=fast", "progress=false", f"hydra.run.dir={w / 'run'}",
+                 f"results_dir={w / 'res'}", f"cache_dir={w / 'cache'}", "+hydra.callbacks.e._target_=os.makedirs",
+                 f"+hydra.callbacks.e.name={w / 'victim'}")
+    finally:
+        if (w / "victim").exists():
+            raise Verdict("security", "a command-line hydra.callbacks entry ran os.makedirs")
+
+
 @attack("config", "hydra.launcher naming os.getcwd (config folder)", pattern=r"^error: hydra\.launcher\._target_ 'os\.getcwd' is not a Hydra launcher")
 def _(w):
     _run_evil(w, _evil_experiment(w, "hydra:\n  launcher:\n    _target_: os.getcwd\n"), "-m")
@@ -1344,6 +1358,222 @@ for _name, _state, _pattern in (
     ATTACKS.append(Attack("checkpoint", _name, (lambda st: lambda w: _run_config(
         w, "resumed", *TRAINED, "trainer.epochs=3", f"trainer.resume={_edited_last(w, **st)}"))(_state), "reject", _pattern,
         slow="epoch=-1" not in _name))
+
+
+# --- issue 59: memory and threads checked against what this process may use, before allocation ---------------------
+class _MemoryCap:
+    """``RLIMIT_AS`` of this process lowered to what it has mapped plus ``room`` bytes for the block (restored after):
+    the memory checks must see it, and an allocation they let through fails at once instead of filling the machine."""
+
+    def __init__(self, room: int = 3 * 2**30) -> None:
+        self.room = room
+
+    def __enter__(self):
+        import resource
+
+        self.saved = resource.getrlimit(resource.RLIMIT_AS)
+        mapped = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text().splitlines()
+                      if line.startswith("VmSize:"))
+        hard = self.saved[1]
+        cap = mapped + self.room if hard == resource.RLIM_INFINITY else min(mapped + self.room, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, self.saved)
+
+
+for _name, _network in (
+    ("network.hidden=65536 from a small checkpoint (17 GB)", {"hidden": 65536, "layers": 2}),
+    ("network.hidden=4096, layers=200 (13 GB)", {"hidden": 4096, "layers": 200}),
+):
+    def _capped_load(w, network=_network):
+        with _MemoryCap():
+            _load_unchecked(_plant(w / "run", _stored(PROPOSED, network=network)))
+
+    ATTACKS.append(Attack("checkpoint", f"{_name} under ulimit -v", _capped_load, "reject",
+                          r"network.hidden=\d+ with network.layers=\d+ needs about .* may be used .*RLIMIT_AS"))
+
+
+@attack("checkpoint", "eval.throughput_batch=10**9 in a checkpoint (a 112 GB allocation on evaluate)", slow=True,
+        pattern=r"eval.throughput_batch=1000000000 needs about .* may be used")
+def _(w):
+    import torch
+
+    from hardlinear.harness.reevaluate import evaluate_run
+
+    copy = w / "run"
+    shutil.copytree(_finished_run(w), copy)
+    payload = torch.load(copy / "checkpoint.pt", weights_only=True)
+    payload["config"]["eval"]["throughput_batch"] = 10**9
+    torch.save(payload, copy / "checkpoint.pt")
+    with _MemoryCap():
+        evaluate_run(copy, out_dir=w / "o", test_size=3)
+
+
+def _bomb(path: Path, member: str, shape: tuple[int, ...], extra: dict | None = None) -> Path:
+    """An npz whose ``member`` declares ``shape`` (float64) in its header over a few bytes of data: what a zip bomb
+    of zeros declares, without writing gigabytes to make one."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"{member}.npy", header.getvalue() + bytes(4096))
+        for key, value in (extra or {}).items():
+            buf = io.BytesIO()
+            np.save(buf, value)
+            archive.writestr(f"{key}.npy", buf.getvalue())
+    return path
+
+
+@attack("npz problem file", "a zip bomb: c declaring 50,000 x 50,000 (20 GB)", pattern=r"declares 20 GB of arrays \(c: shape \(50000, 50000\)")
+def _(w):
+    with _MemoryCap():
+        _build(_bomb(w / "bomb.npz", "c", (50_000, 50_000), {"lo": np.zeros(1), "hi": np.ones(1)}))
+
+
+@attack("inputs file", "a zip bomb: xi declaring 10**9 x 3 (24 GB)", pattern=r"declares 24 GB of arrays \(xi: shape")
+def _(w):
+    with _MemoryCap():
+        _inputs(_bomb(w / "bomb.npz", "xi", (10**9, 3)))
+
+
+def _pids_cgroup() -> Path | None:
+    """A child of the pids cgroup (v1 or v2) this process may make (root in a container), or None."""
+    for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        if (base / "cgroup.procs").exists() and os.access(base, os.W_OK) and (base != Path("/sys/fs/cgroup") or (base / "cgroup.subtree_control").exists()):
+            return base
+    return None
+
+
+if _pids_cgroup() is not None:
+    @attack("config", "threads=1024 where 250 threads may start (segfaulted or hung; run.py)", slow=True,
+            pattern=r"^error: threads=1024 needs about \d+ threads .* may start only \d+ more .*set threads to at most")
+    def _(w):
+        group = _pids_cgroup() / f"hardlinear-attack-{os.getpid()}"
+        group.mkdir()
+        try:
+            (group / "pids.max").write_text("250")
+
+            def enter() -> None:
+                (group / "cgroup.procs").write_text(str(os.getpid()))
+
+            out = subprocess.run([sys.executable, "run.py", "problem=dcopf_14", "method=ldr", "trainer=fast", "threads=1024",
+                                  "progress=false", f"hydra.run.dir={w / 'run'}", f"results_dir={w / 'res'}",
+                                  f"cache_dir={w / 'cache'}"], preexec_fn=enter, capture_output=True, text=True, env=_env(),
+                                 timeout=120, cwd=ROOT)
+        finally:
+            for _ in range(50):
+                try:
+                    group.rmdir()
+                    break
+                except OSError:
+                    import time
+
+                    time.sleep(0.1)
+        if out.returncode != 0:
+            raise CLIRefused(out.stderr or out.stdout)
+
+
+# --- issue 59: no method returns NaN silently -------------------------------------------------------------------------
+@attack("layer call", "E2ELR given NaN network outputs (a NaN dispatch, the run went on)", expect="handle", slow=True)
+def _(w):
+    import torch
+
+    from hardlinear.evaluation.protocol import EvalConfig, divergence_reason, evaluate_method
+    from hardlinear.harness.runner import done_line
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.e2elr import E2ELR
+    from hardlinear.problems import build_problem
+    from hardlinear.problems.datasets import Dataset
+    from hardlinear.reporting.study_table import build_study_table
+    from hardlinear.train.trainer import TrainerConfig
+
+    problem = build_problem("ed", case="pglib_opf_case14_ieee")
+    method = E2ELR()
+    ctx = Context(cache_dir=None, dtype=torch.float64)
+    method.setup(problem, ctx)
+    with torch.no_grad():
+        last = [m for m in method.net.modules() if isinstance(m, torch.nn.Linear)][-1]
+        last.bias[0] = float("nan")
+    xi = problem.sample(6, torch.Generator().manual_seed(0))
+    test = Dataset(xi=xi, y=torch.zeros(6, problem.n, dtype=torch.float64), objective=torch.ones(6, dtype=torch.float64),
+                   solve_time_s=np.zeros(6), solver="none")
+    metrics = evaluate_method(method, problem, test, ctx, EvalConfig(warmup=0, time_instances=1, throughput_batch=0))
+    if metrics.get("test/nonfinite") != 6.0:
+        raise Verdict("silent", f"non-finite outputs not counted: test/nonfinite={metrics.get('test/nonfinite')}")
+    reason = divergence_reason(metrics, EvalConfig()) or ""
+    line = done_line("ed/e2elr", {**metrics, "test/time_ms": 0.1}, TrainerConfig(), "fast", trainable=False)
+    if "non-finite outputs" not in reason or "non-finite outputs" not in line:
+        raise Verdict("silent", f"not flagged: reason {reason!r}; done line {line!r}")
+    import pandas as pd
+
+    row = {"problem": "ed", "objective": "lp", "form": "standard", "uncertainty": "", "method": "e2elr", "variant": "",
+           "seed": 0, "status": "ok", "timestamp": "t", "config_hash": "c", "reason": "", "study": "s",
+           **{k: v for k, v in metrics.items()}}
+    table, _ = build_study_table(pd.DataFrame([row]), "s")
+    cells = [c.text for block in table.blocks for r in block.rows for c in r]
+    notes = " ".join(n for block in table.blocks for n in block.notes)
+    if "NO" not in cells or "non-finite outputs" not in notes:
+        raise Verdict("silent", f"the table does not flag it: {cells} {notes!r}")
+
+
+@attack("layer call", "a prediction with NaN rows (counted and flagged)", expect="handle")
+def _(w):
+    import torch
+
+    from hardlinear.evaluation.metrics import evaluate, infeasibility
+    from hardlinear.evaluation.protocol import EvalConfig, divergence_reason
+
+    problem = _build(_problem_file(w))
+    xi = torch.full((4, 1), 0.5, dtype=torch.float64)
+    y = torch.ones(4, 2, dtype=torch.float64)
+    y[1, 0] = float("nan")
+    y[3, 1] = float("inf")
+    metrics = evaluate(problem, xi, y, torch.ones(4, dtype=torch.float64))
+    if metrics.get("test/nonfinite") != 2.0:
+        raise Verdict("silent", f"non-finite outputs not counted: {metrics.get('test/nonfinite')}")
+    if "on 2 test instances" not in (divergence_reason(metrics, EvalConfig()) or "") or "non-finite" not in infeasibility(metrics):
+        raise Verdict("silent", "not flagged in the divergence reason or the done line's flag")
+
+
+@attack("layer call", "inputs outside the box (an infeasible output without a word)", expect="handle")
+def _(w):
+    import torch
+
+    from hardlinear import feasibility_layer
+
+    layer = feasibility_layer(_layer_constraints(), progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            layer(torch.full((2, 1), 5.0, dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64))
+    said = [str(c.message) for c in caught if "outside the box" in str(c.message)]
+    if len(said) != 1:
+        raise Verdict("silent", f"{len(said)} warnings about inputs outside the box over 3 calls (wanted 1)")
+
+
+if shutil.which("make"):
+    @attack("results root", "make report STUDY='a b; touch X' (the Makefile did not quote)", expect="handle")
+    def _(w):
+        import shlex
+
+        study, out = f"a b; touch {w / 'X'}", str(w / "o u t")
+        done = subprocess.run(["make", "-n", "--no-print-directory", "report", f"STUDY={study}", f"OUT={out}",
+                               "WHERE=seed=0 trainer.name=it's", f"VENV={w / 'venv'}"], capture_output=True, text=True, cwd=ROOT,
+                              timeout=60)
+        line = next((ln for ln in done.stdout.splitlines() if "make_report.py" in ln), "")
+        try:
+            args = shlex.split(line)
+        except ValueError as err:  # an unbalanced quote: the shell would fail or run something else
+            raise Verdict("corrupts", f"the shell cannot split {line!r} ({err})") from None
+        wanted = ["--study", study]
+        if not any(args[i:i + 2] == wanted for i in range(len(args))) or args[-2:] != ["--out", out] or "trainer.name=it's" not in args:
+            raise Verdict("corrupts", f"the shell would see {args[2:]} (from {line!r})")
 
 
 # --- the table ------------------------------------------------------------------------------------------------------

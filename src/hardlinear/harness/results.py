@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from hardlinear.runtime.atomic import atomic_write_bytes, create_exclusive_bytes
+from hardlinear.runtime.safe_read import within
 
 RESULTS_VERSION = 2
 """Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older
@@ -364,7 +365,8 @@ def find_record_files(roots: Iterable[str | os.PathLike]) -> tuple[list[Path], l
     """``([path, ...], [problem, ...])``: every entry named ``record.json`` under the directory roots (whatever it
     is: a file, a symlink, a directory, a FIFO; :func:`read_record` says which are records), and one line per
     directory that could not be listed (an unreadable directory hides its records: said, not skipped silently).
-    Symlinked directories are not followed (no loops, no escaping the root)."""
+    Symlinked directories are not followed (no loops, no escaping the root), nor a ``record.json`` link that leads
+    out of the root (reported)."""
     found: set[Path] = set()
     problems: list[str] = []
     for root in roots:
@@ -377,8 +379,22 @@ def find_record_files(roots: Iterable[str | os.PathLike]) -> tuple[list[Path], l
 
         for folder, dirs, files in os.walk(root, onerror=unlisted, followlinks=False):
             if RECORD_FILE in files or RECORD_FILE in dirs:
-                found.add(Path(folder) / RECORD_FILE)
+                path = Path(folder) / RECORD_FILE
+                if path.is_symlink() and _leads_out(path, root):  # a results root is read inside itself only
+                    problems.append(f"{path}: a link leading out of the results root {root}; not read")
+                    continue
+                found.add(path)
     return sorted(found), problems
+
+
+def _leads_out(path: Path, root: Path) -> bool:
+    """Whether the link ``path`` resolves outside ``root`` (a loop or a dangling link is left to :func:`read_record`,
+    which names it)."""
+    try:
+        path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False
+    return not within(path, root)
 
 
 def record_paths(roots: Iterable[str | os.PathLike]) -> list[Path]:

@@ -19,10 +19,10 @@ class RefusedFile(OSError):
 
 
 def within(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
-    """Whether ``path``, its links resolved, lies inside ``folder`` (its links resolved too)."""
+    """Whether ``path``, its links resolved, lies inside ``folder`` (its links resolved too); False for a link loop."""
     try:
         Path(path).resolve().relative_to(Path(folder).resolve())
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):
         return False
     return True
 

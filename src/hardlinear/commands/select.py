@@ -73,9 +73,15 @@ def for_each_study(args: argparse.Namespace, write: Callable, errors: tuple[type
     ``OSError`` writing its files) is one error line and the others go on. The exit code: 1 when a study failed,
     the selection could not load, or it holds none. A SIGTERM (``kill``, ``make`` interrupted) unwinds as Ctrl-C
     does, so no temporary file is left behind."""
+    try:  # a bad --study names the folder the check below would create: refused first
+        if args.study is not None:
+            results.check_study_name(args.study, "--study")
+    except ValueError as err:
+        print(f"error: {printable(err)}", file=sys.stderr)
+        return 1
     problem = out_folder_problem(args.out)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {printable(problem)}", file=sys.stderr)
         return 1
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_on_term)

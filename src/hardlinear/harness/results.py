@@ -388,10 +388,11 @@ def find_record_files(roots: Iterable[str | os.PathLike]) -> tuple[list[Path], l
 
 
 def _leads_out(path: Path, root: Path) -> bool:
-    """Whether the link ``path`` resolves outside ``root`` (a loop or a dangling link is left to :func:`read_record`,
-    which names it)."""
+    """Whether the link ``path`` resolves to a regular file outside ``root`` (a loop, a dangling link or a device is
+    left to :func:`read_record`, which names it)."""
     try:
-        path.resolve(strict=True)
+        if not path.resolve(strict=True).is_file():
+            return False
     except (OSError, RuntimeError):
         return False
     return not within(path, root)

@@ -54,10 +54,11 @@ class LinearConstraints:
             cost over them. Without them it minimises the expectation under the uniform distribution on the input
             set (closed form on a box; on a polytope estimated from 20,000 seeded samples).
         name: a label for messages and the rule's cache file.
-        variable_names, eq_names, ineq_names: optional names of the ``n`` variables, the ``m_eq`` equality rows
-            and the ``m_ineq`` inequality rows (sequences of strings); errors and diagnostics read them (the rule's
-            binding row ``row 21 (soc_max[3]): +1 soc[3] <= 4`` instead of ``row 21: +1 y[14] <= 4``). They change
-            no result.
+        variable_names: optional names of the ``n`` variables (a sequence of strings); errors and diagnostics read
+            them (the rule's binding row ``row 21 (soc_max[3]): +1 soc[3] <= 4`` instead of ``row 21: +1 y[14] <= 4``).
+            They change no result.
+        eq_names: optional names of the ``m_eq`` equality rows, read likewise.
+        ineq_names: optional names of the ``m_ineq`` inequality rows, read likewise.
     """
 
     form = "inequality"  # the rule and the layer work on the variables as given (no slacks appended)

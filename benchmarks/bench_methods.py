@@ -13,7 +13,20 @@ Two references: ``mlp`` (the task network alone, float32, the default 256 x 2 wi
 (the same network in float64: the machine's rate for float64 multiply-adds), and ``proposed[unfused]`` (the
 layer the fused path replaces). ``--row-modes`` / ``--batch-modes`` add ``proposed[row=MODE]`` /
 ``proposed[batch=MODE]``: the fused layer built with that batch-1 / block path (``layers/fused.py`` ``ROW_MODE``,
-``BATCH_MODE``; a compiled mode compiles in the warm-up calls, which are not timed).
+``BATCH_MODE``; a compiled mode compiles in the warm-up calls, which are not timed). ``--compile`` adds
+``mlp[torch.compile]`` and ``proposed[unfused, torch.compile]``: their forward passes under ``torch.compile``
+(how much of the batch-1 time is per-operation dispatch); ``--mlp-folded`` adds ``mlp_folded``, the MLP with
+``Standardize`` and batch norm folded into its linear layers as the fused path does (how much of the fused path's
+gain is the folding alone).
+
+The reference optimizers, one instance at a time (``--solvers``, ``--warm-modes``): rows
+``optimizer[SOLVER/MODE]``, the solver's model built once, per instance only the right-hand sides changed (the
+instance data prepared untimed). ``cold``: nothing carried over; ``warm_prev``: started from the previous test
+instance's solution; ``warm_state``: from the solver's own state after it (simplex basis, iterates);
+``warm_net``: from the proposed method's prediction (its time not counted). A backend that takes no start
+(Clarabel) has ``skipped`` warm rows saying so, a licence that refuses the model ``skipped`` rows with its
+message. The ``optimizer`` and ``post_projection`` configs are rows of their own as every config (the optimizer
+warm-started from its own network, post-projection one QP per instance after the network).
 
 Timing: from a freshly initialised network (``--checkpoint RUN_DIR``: the trained weights of a finished run
 instead, for its problem instance and method; a second checkpoint of the same problem and method, e.g. a refined
@@ -33,9 +46,14 @@ in the same process. 1 means "as efficient as the bare MLP per multiply-add"; a 
 time on something other than arithmetic (dispatch, memory passes, Python). Solvers' work is not a fixed product:
 their floor is the network's only (``floor_exact`` False, noted).
 
+Ratios against the speed targets (:mod:`targets`): proposed / MLP at batch 1 and 4096, the fastest cold optimizer
+/ proposed at batch 1, proposed throughput / optimizer's, each within a round and then over ``--rounds`` rounds
+(median, min, max; ``methods_summary.csv`` and the end of ``methods.md``). ``--train-epochs N`` trains every fresh
+learned network N epochs first (an untrained network makes APM, EAPM and DC3 iterate more than trained ones).
+
 Run: ``python benchmarks/bench_methods.py --problems dcopf_118 dcopf_200 dc3_qp`` (``--quick``: dcopf_14, small
-settings; ``--help`` lists the settings). Outputs ``methods.csv``, ``methods.json``, ``methods.md`` (the table)
-and ``methods.png`` (every method's time beside its floor, :mod:`methods_figure`) in ``--out-dir``.
+settings; ``--help`` lists the settings). Outputs ``methods.csv``, ``methods.json``, ``methods.md`` (the table),
+``methods_summary.csv`` (the ratios) and ``methods.png`` (every method's time beside its floor, :mod:`methods_figure`) in ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -57,6 +75,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import floors  # noqa: E402
+import targets  # noqa: E402
 
 NAME = "methods"
 QUICK = {"problems": ["dcopf_14"], "batch_sizes": [1, 256], "repeats": 3, "instances": 10, "call_budget": 5.0}
@@ -68,6 +87,9 @@ FULL = {
     "call_budget": 30.0,
 }
 REFERENCES = ("mlp", "mlp_f64")
+COMPILED = "torch.compile"  # the suffix of the rows whose forward pass runs under torch.compile (--compile)
+SOLVERS = ("highs", "clarabel", "osqp", "gurobi")
+WARM_MODES = ("cold", "warm_prev", "warm_state", "warm_net")
 PINET_HCNN = "pinet-hcnn (JAX)"  # the Pinet package's own jitted projection after our network (pinet_reference.py)
 
 
@@ -77,10 +99,13 @@ class SkipRow(Exception):
 FUSED_MODES = {"row": "ROW_MODE", "batch": "BATCH_MODE"}
 PROBE = 64  # batch of the one call that estimates a large batch's time when the batch-1 time says it is too long
 # Extra rows: a config with overrides, shown beside the config's own row.
-VARIANTS = {"proposed[unfused]": ("proposed", ["method.fused_inference=false"])}
+VARIANTS = {
+    "proposed[unfused]": ("proposed", ["method.fused_inference=false"]),
+    f"proposed[unfused, {COMPILED}]": ("proposed", ["method.fused_inference=false"]),
+}
 COLUMNS = [
-    "problem", "method", "config", "variant", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms",
-    "spread", "calls", "failures", "iterations_mean", "iterations_max", "moved_fraction", "line_search_mean",
+    "round", "problem", "method", "config", "variant", "status", "note", "batch_size", "median_ms", "spread_lo_ms", "spread_hi_ms",
+    "spread", "calls", "failures", "solver_ms", "iterations_mean", "iterations_max", "moved_fraction", "line_search_mean",
     "macs_float32", "macs_float64", "const_bytes", "floor_ms", "floor_ratio", "floor_exact", "floor_terms",
     "weights", "n", "k", "device", "threads", "git_sha",
 ]  # fmt: skip
@@ -105,6 +130,14 @@ def parser():
                    help="also time proposed with each block path of the fused layer, rows proposed[batch=MODE] "
                    "(layers/fused.py BATCH_MODES: compile = torch.compile of the chunk functions, eager = the same "
                    "functions uncompiled; the default proposed row is off); a compile happens in the warm-up calls")  # fmt: skip
+    p.add_argument("--compile", action="store_true", help=f"also time mlp[{COMPILED}] and proposed[unfused, "
+                   f"{COMPILED}] (slow to compile)")  # fmt: skip
+    p.add_argument("--mlp-folded", action="store_true", help="also time mlp_folded (batch norm folded into the MLP)")
+    p.add_argument("--solvers", nargs="*", default=list(SOLVERS), choices=SOLVERS,
+                   help="reference optimizers timed one instance at a time, rows optimizer[SOLVER/MODE]")  # fmt: skip
+    p.add_argument("--warm-modes", nargs="+", default=list(WARM_MODES), choices=WARM_MODES)
+    p.add_argument("--train-epochs", type=int, default=0, help="train every fresh learned network this many epochs first")
+    p.add_argument("--rounds", type=int, default=1, help="run every problem this many times (the ratios' spread)")
     p.add_argument("--child", action="store_true", help=argparse_suppress())
     return p
 
@@ -200,6 +233,34 @@ class BareMLP(torch.nn.Module):
         return self.net(xi.to(self.dtype))
 
 
+class FoldedMLP(torch.nn.Module):
+    """The same network with ``Standardize`` and batch norm folded into its linear layers (what the fused path does
+    to the hidden layers): a reference, not a target."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        from hardlinear.layers.fused import fold_network
+
+        super().__init__()
+        hidden, last = fold_network(net)
+        for i, (W, b) in enumerate([*hidden, last]):
+            self.register_buffer(f"W{i}", W.to(torch.float32))
+            self.register_buffer(f"b{i}", b.to(torch.float32))
+        self.depth = len(hidden) + 1
+
+    @torch.no_grad()
+    def forward(self, xi):
+        z = xi.to(torch.float32)
+        for i in range(self.depth):
+            z = torch.nn.functional.linear(z, getattr(self, f"W{i}"), getattr(self, f"b{i}"))
+            z = z.relu_() if i < self.depth - 1 else z
+        return z
+
+
+def is_reference(name: str) -> bool:
+    """A row of the bare network (``mlp``, ``mlp_f64``, ``mlp_folded``, ``mlp[torch.compile]``), not a config."""
+    return name.split("[")[0] in (*REFERENCES, "mlp_folded")
+
+
 def config_name(name: str) -> str:
     """The method config of a row name (``proposed[unfused]``, ``proposed[row=eager]``, ``proposed[checkpoint 2]``
     -> ``proposed``; the ``pinet-hcnn (JAX)`` reference -> ``pinet``)."""
@@ -208,12 +269,19 @@ def config_name(name: str) -> str:
     return VARIANTS.get(name, (name.split("[")[0],))[0]
 
 
-def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None, problem_overrides: Sequence[str] = ()) -> tuple[object, str]:
+def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None, problem_overrides: Sequence[str] = (),
+          train_epochs: int = 0) -> tuple[object, str]:  # fmt: skip
     """The method for a row name and where its weights come from (``run_dir``: a finished run's checkpoint, which
     must be a run on ``problem``'s instance and form; ``problem_overrides``: those that built ``problem``, e.g.
-    ``problem.form=standard``, passed on to a fresh method's config)."""
-    if name in REFERENCES:
-        return BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32), "fresh"
+    ``problem.form=standard``, passed on to a fresh method's config; ``train_epochs``: a fresh learned network is
+    trained that many epochs first)."""
+    if name == "mlp_folded":
+        return FoldedMLP(BareMLP(problem, ctx, torch.float32).net), "fresh"
+    if is_reference(name):
+        mlp = BareMLP(problem, ctx, torch.float64 if name == "mlp_f64" else torch.float32)
+        if name.endswith(f"[{COMPILED}]"):
+            mlp.net.forward = torch.compile(mlp.net.forward, dynamic=False)  # compiles in the untimed warm-up
+        return mlp, "fresh"
     if name == PINET_HCNN:
         import pinet_reference
 
@@ -231,7 +299,12 @@ def build(name: str, problem_cfg: str, problem, ctx, run_dir: str | None = None,
     if run_dir is not None and not variant:
         return load_checkpoint(run_dir, problem, problem_cfg, problem_overrides, ctx), f"checkpoint {run_dir}"
     method, _, source = common.make_method(problem_cfg, config, problem, ctx, overrides)
-    return method, "fresh" + (f" (rule: {source})" if source and source != "decision_rule" else "")
+    weights = "fresh" + (f" (rule: {source})" if source and source != "decision_rule" else "")
+    if train_epochs and common.quick_train(method, problem, ctx, train_epochs) is not None:
+        weights += f", trained {train_epochs} epochs"
+    if name.endswith(f", {COMPILED}]"):
+        method.forward = torch.compile(method.forward, dynamic=False)  # the unfused layer's path; compiles in the warm-up
+    return method, weights
 
 
 def load_checkpoint(run_dir: str, problem, problem_cfg: str, problem_overrides: Sequence[str], ctx):
@@ -342,7 +415,7 @@ def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, ru
     from hardlinear.solvers import SolverUnavailable
 
     try:
-        method, weights = build(name, problem_cfg, problem, ctx, run_dir, problem_overrides)
+        method, weights = build(name, problem_cfg, problem, ctx, run_dir, problem_overrides, args.train_epochs)
     except NotApplicable as err:
         return [{**base, "status": "not_applicable", "note": " ".join(str(err).split())}]
     except (SolverUnavailable, SkipRow) as err:
@@ -387,6 +460,84 @@ def _method_rows(name: str, base: dict, problem_cfg: str, problem, ctx, args, ru
     return rows
 
 
+# --- the reference optimizers, one instance at a time ---------------------------------------------------------
+NOT_A_PRODUCT = {"floor_exact": False, "floor_terms": "a solver: its work per instance is not a fixed product"}
+WARM_NOTES = {"cold": "no basis or solution carried over", "warm_prev": "started from the previous instance's solution",
+              "warm_state": "started from the solver's state after the previous instance (simplex basis / iterates)",
+              "warm_net": "started from the proposed method's prediction (its time not counted)"}  # fmt: skip
+
+
+def solver_rows(solver: str, problem, args, ident: dict, xi: torch.Tensor, starts: np.ndarray | None) -> list[dict]:
+    """Rows ``optimizer[SOLVER/MODE]``: the compact model solved for each input of ``xi`` in turn, per ``--warm-modes``
+    (``warm_net`` only where ``starts``, the proposed method's predictions, are given)."""
+    from hardlinear.solvers import SolverUnavailable, make_solver, solver_class
+
+    modes = [m for m in args.warm_modes if m != "warm_net" or starts is not None]
+
+    def row(mode: str, **values) -> dict:
+        return {**ident, "method": f"optimizer[{solver}/{mode}]", "config": "optimizer", "variant": f"{solver}/{mode}",
+                "batch_size": 1, **values}  # fmt: skip
+
+    try:
+        backend = make_solver(problem, solver)
+    except SolverUnavailable as err:
+        return [row(m, status="skipped", note=str(err).splitlines()[0]) for m in modes]
+    data = [problem.compact.instance(x) for x in xi.detach().cpu().double().numpy()]  # prepared, not timed
+    cls, rows = solver_class(solver), []
+    for i, mode in enumerate(modes):
+        if mode != "cold" and not cls.supports_warm_start:
+            rows.append(row(mode, status="skipped", note=f"{solver} takes no warm start"))
+        elif mode == "warm_state" and not cls.supports_previous_state:
+            rows.append(row(mode, status="skipped", note=f"{solver} keeps no state between solves here"))
+        else:
+            try:
+                rows.append(row(mode, **solve_each(backend, data, problem.compact.input_dependent_lhs, mode, starts, problem.n_orig)))
+            except SolverUnavailable as err:  # a licence that refuses this model refuses it in every mode
+                rows += [row(m, status="skipped", note=str(err).splitlines()[0]) for m in modes[i:]]
+                break
+    return rows
+
+
+def solve_each(backend, data: list, lhs_varies: bool, mode: str, starts: np.ndarray | None, n_orig: int) -> dict:
+    """Median wall ms of ``backend.solve`` (right-hand side update and solve) over the instances, its own reported
+    time, iterations and the solves that were not optimal. The last instance is solved first, untimed (warm-up:
+    its solution starts the first ``warm_prev`` solve)."""
+    from hardlinear.solvers import PREVIOUS
+
+    def solve(i: int, warm):
+        G, g, H, h = data[i]
+        return backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=warm)
+
+    prev = solve(len(data) - 1, None)
+    walls, own, iters, failures = [], [], [], 0
+    for i in range(len(data)):
+        warm = {"cold": None, "warm_prev": prev.y if prev.optimal else None, "warm_state": PREVIOUS,
+                "warm_net": starts[i, :n_orig] if starts is not None else None}[mode]  # fmt: skip
+        t0 = time.perf_counter()
+        prev = solve(i, warm)
+        walls.append(1000.0 * (time.perf_counter() - t0))
+        own.append(1000.0 * prev.time_s)
+        iters.append(prev.iterations)
+        failures += not prev.optimal
+    q1, _, q3 = statistics.quantiles(walls, n=4) if len(walls) > 1 else (walls[0],) * 3
+    return {"median_ms": statistics.median(walls), "spread_lo_ms": q1, "spread_hi_ms": q3, "spread": "IQR",
+            "calls": len(walls), "solver_ms": statistics.median(own), **_iters(iters), "failures": failures,
+            "status": "ok", "note": WARM_NOTES[mode], **NOT_A_PRODUCT}  # fmt: skip
+
+
+def proposed_starts(problem_cfg: str, problem, ctx, args, run_dir: str | None, xi: torch.Tensor) -> np.ndarray | None:
+    """The proposed method's predictions for ``xi`` in the compact model's variables (``warm_net``'s starts), from
+    the weights its row timed; None when it cannot be built (its own row says why)."""
+    try:
+        method, _ = build("proposed", problem_cfg, problem, ctx, run_dir, (), args.train_epochs)
+    except Exception as err:  # noqa: BLE001 - the proposed row records the error; warm_net is left out
+        common.log(f"  {problem_cfg:>10} warm_net left out: the proposed method could not be built ({type(err).__name__})")
+        return None
+    with torch.no_grad():
+        y = method.predict(xi).y
+    return problem.from_form(y.double().cpu()).numpy()
+
+
 def floor_columns(method, row: dict) -> dict:
     it = row.get("iterations_mean", 1.0)
     f = floors.floor(method, iterations=it, moved=row.get("moved_fraction", 1.0), line_search=row.get("line_search_mean"))
@@ -425,11 +576,12 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
     ctx = common.make_context(args)
     ident = {"problem": problem_cfg, "n": problem.n, "k": problem.k, "device": env["device_name"],
              "threads": args.threads, "git_sha": env["git_sha"]}  # fmt: skip
-    names = list(dict.fromkeys([*REFERENCES, *(args.methods or method_configs())]))  # a reference named again: once
+    refs = [*REFERENCES, *(["mlp_folded"] if args.mlp_folded else []), *([f"mlp[{COMPILED}]"] if args.compile else [])]
+    names = list(dict.fromkeys([*refs, *(args.methods or method_configs())]))  # a reference named again: once
     if "proposed" in names:
         at = names.index("proposed") + 1
-        names[at:at] = ["proposed[unfused]", *(f"proposed[row={m}]" for m in args.row_modes),
-                        *(f"proposed[batch={m}]" for m in args.batch_modes)]
+        names[at:at] = ["proposed[unfused]", *([f"proposed[unfused, {COMPILED}]"] if args.compile else []),
+                        *(f"proposed[row={m}]" for m in args.row_modes), *(f"proposed[batch={m}]" for m in args.batch_modes)]
     if "pinet" in names and PINET_HCNN not in names:  # the package's own layer beside ours, where it applies
         names.insert(names.index("pinet") + 1, PINET_HCNN)
     names, run_dirs = with_checkpoints(names, problem.name, checkpoint_index(args.checkpoint), args.keep_fresh)
@@ -440,7 +592,7 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
             rows.append({**ident, "method": name, "config": name, "status": "skipped", "note": "--skip"})
             continue
         t0 = time.perf_counter()
-        required, section = (None, {}) if name in REFERENCES else required_form(config_name(name), problem_cfg)
+        required, section = (None, {}) if is_reference(name) else required_form(config_name(name), problem_cfg)
         form, reason = form_plan(required, section, problem_cfg)
         if reason:
             out = [{**ident, "method": name, "config": config_name(name), "status": "not_applicable", "note": reason}]
@@ -459,6 +611,17 @@ def run_problem(problem_cfg: str, args, env: dict) -> list[dict]:
         b1 = next((r for r in out if r.get("batch_size") == 1 and r["status"] == "ok"), None)
         what = f"b1 {b1['median_ms']:9.3f} ms" if b1 else f"{out[0]['status']}: {out[0].get('note', '')[:90]}"
         common.log(f"  {problem_cfg:>10} {name:<24} {what}  ({time.perf_counter() - t0:.1f} s)")
+    if args.solvers:
+        xi = common.sample(problem, args.instances, args.seed + 12345, args)  # the batch-1 rows' inputs
+        wanted = "warm_net" in args.warm_modes and "proposed" in names and "proposed" not in args.skip
+        starts = proposed_starts(problem_cfg, problem, ctx, args, run_dirs.get("proposed"), xi) if wanted else None
+        for solver in args.solvers:
+            t0 = time.perf_counter()
+            out = solver_rows(solver, problem, args, ident, xi, starts)
+            rows += out
+            done = ", ".join(f"{r['variant'].split('/')[1]} {r['median_ms']:.3f} ms" if r["status"] == "ok" else
+                             f"{r['variant'].split('/')[1]} {r['status']}" for r in out)  # fmt: skip
+            common.log(f"  {problem_cfg:>10} optimizer[{solver}] {done}  ({time.perf_counter() - t0:.1f} s)")
     add_floor_ratios(rows)
     return rows
 
@@ -502,7 +665,8 @@ def markdown(rows: list[dict], batch_sizes: list[int]) -> str:
                 iters += f" (max {r1['iterations_max']:.0f})"
             if "line_search_mean" in r1:
                 iters += f"; line search {r1['line_search_mean']:.1f} evaluations"
-            notes = [n for n in (r1.get("note", ""), "" if r1.get("floor_exact", True) else "floor: lower bound") if n]
+            bound = "floor: lower bound" if "macs_float32" in r1 and not r1.get("floor_exact", True) else ""
+            notes = [n for n in (r1.get("note", ""), bound) if n]
             notes += [f"b{B}: {mr[B]['status']} ({mr[B].get('note', '')})" for B in big if B in mr and mr[B]["status"] != "ok"]
             if "moved_fraction" in r1:
                 notes.append(f"rows moved: b1 {r1['moved_fraction']:.0%}")
@@ -521,31 +685,47 @@ def main(argv: list[str] | None = None) -> dict:
         rows = run_problem(args.problems[0], args, env)
         Path(os.environ["BENCH_METHODS_ROWS"]).write_text(json.dumps(rows, default=float))
         return {"rows": rows}
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be >= 1; got {args.rounds}")
     common.log(f"[methods] {args.size}: {', '.join(args.problems)} on {env['device_name']}, {args.threads} thread(s)")
-    rows: list[dict] = []
+    rounds: list[list[dict]] = []
     out.mkdir(parents=True, exist_ok=True)
-    for problem_cfg in args.problems:  # one process per problem
-        tmp = out / f".{NAME}_{problem_cfg}.json"
-        child = [sys.executable, __file__, "--child", "--problems", problem_cfg, *_passthrough(argv)]
-        proc = subprocess.run(child, env={**os.environ, "BENCH_METHODS_ROWS": str(tmp)})
-        if proc.returncode != 0 or not tmp.exists():
-            rows.append({"problem": problem_cfg, "method": "*", "status": "failed",
-                         "note": f"the problem's process exited with {proc.returncode}"})  # fmt: skip
-            continue
-        rows += json.loads(tmp.read_text())
-        tmp.unlink()
+    for rnd in range(args.rounds):
+        this: list[dict] = []
+        for problem_cfg in args.problems:  # one process per problem
+            tmp = out / f".{NAME}_{problem_cfg}.json"
+            child = [sys.executable, __file__, "--child", "--problems", problem_cfg, *_passthrough(argv)]
+            proc = subprocess.run(child, env={**os.environ, "BENCH_METHODS_ROWS": str(tmp)})
+            if proc.returncode != 0 or not tmp.exists():
+                this.append({"problem": problem_cfg, "method": "*", "status": "failed",
+                             "note": f"the problem's process exited with {proc.returncode}"})  # fmt: skip
+                continue
+            this += json.loads(tmp.read_text())
+            tmp.unlink()
+        rounds.append([{**r, "round": rnd} for r in this])
+        if args.rounds > 1:
+            common.log(f"[methods] round {rnd + 1} of {args.rounds} done")
+    rows = [r for rnd in rounds for r in rnd]
+    summary = targets.summarize(rounds)
+    for s in summary:
+        tag = "target" if s["target_applies"] else "reference"
+        common.log(f"  {s['verdict']:>4}  {s['problem']:>14}  {s['ratio']:<40} {s['value']:10.3g}  (target {s['target']}, {tag})")
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     meta = {**env, "benchmark": NAME, "size": args.size, "settings": vars(args), "load_average_at_end": load,
             "method_configs": method_configs()}  # fmt: skip
     paths = common.write_results(out, NAME, rows, meta, COLUMNS)
+    paths["summary"] = common.write_results(out, f"{NAME}_summary", summary, None, targets.COLUMNS)["csv"]
     md = out / f"{NAME}.md"
     cpu = env["machine"]["cpu_model"]
+    last = rounds[-1]  # the table and the figure: the last round (every round is in the CSV, the ratios span them)
+    which = f"; round {args.rounds} of {args.rounds}" if args.rounds > 1 else ""
     md.write_text(f"Machine: {cpu}, {args.threads} thread(s), device {env['device_name']}; load average at the end "
-                  f"{load}; git {env['git_sha']}; {env['date']}\n\n" + markdown(rows, args.batch_sizes))  # fmt: skip
+                  f"{load}; git {env['git_sha']}; {env['date']}{which}\n\n" + markdown(last, args.batch_sizes)
+                  + "\n" + targets.markdown(summary))  # fmt: skip
     paths["md"] = md
     import methods_figure
 
-    figure = methods_figure.draw(rows, out / f"{NAME}.png", f"{env['device_name']}, {args.threads} thread(s), {env['date']}")
+    figure = methods_figure.draw(last, out / f"{NAME}.png", f"{env['device_name']}, {args.threads} thread(s), {env['date']}")
     if figure is not None:
         paths["png"] = figure
     common.log(f"[methods] wrote {', '.join(str(p) for p in paths.values())}")

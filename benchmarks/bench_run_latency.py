@@ -1,6 +1,6 @@
 """Inference time of finished proposed runs, reloaded from their checkpoints: the fused path against the unfused layer.
 
-Why: ``bench_latency.py`` times untrained networks on the paper's cases; on a large grid a user wants to know what
+Why: ``bench_methods.py`` times fresh networks on the paper's cases; on a large grid a user wants to know what
 *their* trained model costs, and whether the fused path (:mod:`hardlinear.layers.fused`) pays there. Each run is
 reloaded by :func:`hardlinear.load_run` (its stored probe outputs checked), then timed on inputs drawn from its
 problem's box: batch 1 (median over ``--instances`` single calls) and each ``--batch-sizes`` (median of

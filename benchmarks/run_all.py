@@ -4,7 +4,8 @@
     python benchmarks/run_all.py --full               # the paper's problems (long)
     python benchmarks/run_all.py --quick --device cuda
 
-Benchmarks: latency and throughput (``bench_latency``), the layer's stage breakdown (``bench_breakdown``),
+Benchmarks: every method's latency and throughput beside its floor, the reference optimizers cold and warm,
+and the ratios against the speed targets (``bench_methods``), the layer's stage breakdown (``bench_breakdown``),
 training time per epoch (``bench_training``) and, when present, the decision rules' offline solve time
 (``bench_decision_rules``, its own CLI: a CSV of cold solves, one process per case). A benchmark that fails
 is reported and the others still run; the exit status is 1 if any failed. ``run_all.json`` records the
@@ -25,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import common  # noqa: E402
 
-BENCHMARKS = ("bench_latency", "bench_breakdown", "bench_training", "bench_decision_rules")
+BENCHMARKS = ("bench_methods", "bench_breakdown", "bench_training", "bench_decision_rules")
 # bench_decision_rules has its own CLI (no --quick/--full): the cases it solves at each size.
 RULE_CASES = {"quick": ["dcopf_14", "dcopf_30", "portfolio"], "full": None}
 RULE_FORMS = {"quick": ["standard"], "full": ["standard", "inequality"]}

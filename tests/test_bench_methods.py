@@ -34,7 +34,7 @@ def test_tiny_run(bench, tmp_path):
     bench_methods, floors = bench
     out = bench_methods.main(["--quick", "--problems", "dcopf_14", "--methods", "ldr", "proposed", "hardnet_aff", "dc3",
                               "--batch-sizes", "1", "16", "--instances", "3", "--repeats", "2", "--row-modes", "off", "--call-budget", "600",
-                              "--batch-modes", "eager",
+                              "--batch-modes", "eager", "--solvers",
                               "--out-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
     from hardlinear.layers import fused
 
@@ -254,7 +254,7 @@ def test_apm_is_timed_on_the_standard_form(bench, tmp_path):
     labelled so, with that form's floor; the references stay in the problem's own form (and are timed once when
     ``--methods`` names one)."""
     bench_methods, _ = bench
-    out = bench_methods.main(["--quick", "--problems", "dc3_qp", "--methods", "apm", "mlp", "--batch-sizes", "1", "--instances", "3",
+    out = bench_methods.main(["--quick", "--problems", "dc3_qp", "--methods", "apm", "mlp", "--solvers", "--batch-sizes", "1", "--instances", "3",
                               "--repeats", "2", "--call-budget", "600", "--out-dir", str(tmp_path),
                               "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
     by = {r["method"]: r for r in out["rows"]}
@@ -320,3 +320,86 @@ def test_the_pinet_hcnn_row_runs_the_package_on_our_settings_or_says_why_not(ben
     got = ref.predict(xi).y
     ours = ref.method.predict(xi).y
     assert weights == "fresh" and float((got - ours).abs().max()) <= 1e-10 * max(1.0, float(ours.abs().max()))
+
+
+def test_reference_optimizers_cold_and_warm_and_the_target_ratios(bench, tmp_path):
+    """The optimizers one instance at a time in each warm mode (a backend without warm starts says so), the folded
+    MLP beside the MLP, and the ratios against the targets in ``methods_summary.csv``."""
+    bench_methods, _ = bench
+    out = bench_methods.main(["--quick", "--problems", "dcopf_14", "--methods", "proposed", "--mlp-folded", "--row-modes",
+                              "--solvers", "highs", "clarabel", "--batch-sizes", "1", "16", "--instances", "3",
+                              "--repeats", "2", "--call-budget", "600", "--out-dir", str(tmp_path),
+                              "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    by = {(r["method"], r["batch_size"]): r for r in out["rows"]}
+    for mode in ("cold", "warm_prev", "warm_state", "warm_net"):
+        r = by[(f"optimizer[highs/{mode}]", 1)]
+        assert r["status"] == "ok" and r["median_ms"] > 0 and r["calls"] == 3 and r["failures"] == 0, r
+        assert r["floor_exact"] is False and "floor_ratio" not in r  # a solver has no fixed product
+    assert by[("optimizer[clarabel/cold]", 1)]["status"] == "ok"
+    skipped = by[("optimizer[clarabel/warm_net]", 1)]
+    assert skipped["status"] == "skipped" and skipped["note"] == "clarabel takes no warm start"
+    assert by[("mlp_folded", 16)]["status"] == "ok"
+    with out["paths"]["summary"].open(newline="") as f:
+        summary = list(csv.DictReader(f))
+    targets = bench_methods.targets
+    assert {s["ratio"] for s in summary} == set(targets.TARGETS) | {f"{t} (unfused)" for t in targets.TARGETS}
+    got = {s["ratio"]: s for s in summary}
+    p1, m1 = by[("proposed", 1)]["median_ms"], by[("mlp", 1)]["median_ms"]
+    assert float(got["proposed_over_mlp_b1"]["value"]) == pytest.approx(p1 / m1, rel=1e-5)
+    fastest = min(by[(f"optimizer[{s}/cold]", 1)]["median_ms"] for s in ("highs", "clarabel"))
+    assert float(got["optimizer_over_proposed_b1"]["value"]) == pytest.approx(fastest / p1, rel=1e-5)
+    assert got["proposed_over_mlp_b4096"]["detail"] == "batch 16"  # the largest batch both were timed at
+    assert "Ratios against the speed targets" in out["paths"]["md"].read_text()
+
+
+def test_the_folded_mlp_computes_the_mlp(bench, tmp_path):
+    """``mlp_folded`` is a reference only if it is the same function as ``mlp`` (batch norm folded, not dropped)."""
+    bench_methods, _ = bench
+    args = bench_methods.common.resolve(bench_methods.parser().parse_args(["--quick", "--cache-dir", str(tmp_path)]),
+                                        bench_methods.QUICK, bench_methods.FULL)  # fmt: skip
+    problem = bench_methods.common.load_problem("dcopf_14")
+    ctx = bench_methods.common.make_context(args)
+    mlp, _ = bench_methods.build("mlp", "dcopf_14", problem, ctx)
+    torch.manual_seed(1)
+    for m in mlp.net.modules():  # batch-norm statistics that are not the identity, so that folding them matters
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2), m.weight.data.uniform_(0.5, 2)
+    folded = bench_methods.FoldedMLP(mlp.net)
+    xi = bench_methods.common.sample(problem, 8, 0, args)
+    torch.testing.assert_close(folded(xi), mlp(xi), rtol=1e-4, atol=1e-4)
+
+
+def test_a_batch_whose_call_would_exceed_the_budget_is_skipped_with_its_estimate(bench, tmp_path):
+    bench_methods, _ = bench
+    out = bench_methods.main(["--quick", "--problems", "dcopf_14", "--methods", "ldr", "--row-modes", "--solvers",
+                              "--batch-sizes", "1", "16", "--instances", "3", "--repeats", "2", "--call-budget", "1e-9",
+                              "--out-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    rows = {r["batch_size"]: r for r in out["rows"] if r["method"] == "ldr"}
+    assert rows[1]["status"] == "ok"  # batch 1 is timed (at least three calls) whatever the budget
+    assert rows[16]["status"] == "skipped" and "> --call-budget" in rows[16]["note"]
+
+
+def test_target_ratios_within_each_round_then_over_the_rounds(bench):
+    """A ratio is taken within a round, its median and range over the rounds reported, the verdict on the median;
+    a solver that failed an instance is not the fastest."""
+    targets = bench[0].targets
+
+    def row(method, batch, ms, variant="", failures=0):
+        return {"problem": "dcopf_118_qp", "method": method, "batch_size": batch, "median_ms": ms, "status": "ok",
+                "variant": variant, "failures": failures}  # fmt: skip
+
+    rounds = []
+    for mlp, proposed, big in [(1.0, 1.2, 30.0), (2.0, 2.0, 10.0), (1.0, 3.0, 20.0)]:
+        rounds.append([row("mlp", 1, mlp), row("proposed", 1, proposed), row("mlp", 4096, 10.0), row("proposed", 4096, big),
+                       row("optimizer[clarabel/cold]", 1, 50.0, "clarabel/cold"),
+                       row("optimizer[osqp/cold]", 1, 5.0, "osqp/cold", failures=2)])  # fmt: skip
+    got = {s["ratio"]: s for s in targets.summarize(rounds)}
+    b1 = got["proposed_over_mlp_b1"]
+    assert (b1["value"], b1["min"], b1["max"], b1["rounds"]) == (pytest.approx(1.2), 1.0, 3.0, 3)
+    assert b1["verdict"] == "PASS" and b1["target_applies"]
+    big = got["proposed_over_mlp_b4096"]
+    assert big["value"] == pytest.approx(2.0) and big["verdict"] == "PASS" and big["detail"] == "batch 4096"
+    opt = got["optimizer_over_proposed_b1"]  # osqp failed instances: clarabel is the fastest
+    assert opt["value"] == pytest.approx(50.0 / 2.0) and opt["verdict"] == "PASS"
+    assert got["throughput_over_optimizer"]["value"] == pytest.approx(4096 / 20.0 * 50.0)
+    assert "proposed_over_mlp_b1 (unfused)" not in got  # not timed: not reported

@@ -54,74 +54,6 @@ def check_outputs(result: dict, name: str, columns: list[str]) -> list[dict]:
     return rows
 
 
-def test_latency(bench, cache_dir, tmp_path):
-    mod = bench("bench_latency")
-    result = mod.main(TINY + ["--batch-sizes", "1", "16", "--test-instances", "3", "--solver-instances", "3",
-                              "--out-dir", str(tmp_path), "--cache-dir", cache_dir])  # fmt: skip
-    rows = check_outputs(result, "latency", mod.COLUMNS)
-    ok = [r for r in rows if r["status"] == "ok"]
-    for method in ("mlp", "proposed", "proposed_fused", "ldr", "apm", "eapm", "dc3"):
-        got = {int(r["batch_size"]) for r in ok if r["method"] == method}
-        assert got == {1, 16}, f"{method}: batches {got}"
-    assert all(float(r["median_ms"]) > 0 and float(r["throughput"]) > 0 for r in ok)
-    variants = {r["variant"] for r in rows if r["method"] == "optimizer"}
-    assert {"highs/cold", "highs/warm_prev", "clarabel/cold", "osqp/cold"} <= variants
-    assert {r["variant"] for r in ok if r["method"] == "post_projection"} == {"clarabel", "osqp"}
-    assert all(r["note"] for r in rows if r["status"] == "skipped"), "a skipped entry must say why"
-    # every learned iterative method reports its iterations
-    assert all(r["iterations_mean"] for r in ok if r["kind"] == "iterative")
-    header, summary = read_csv(result["paths"]["summary"])
-    assert header == mod.SUMMARY_COLUMNS
-    assert {s["ratio"] for s in summary} == set(mod.TARGETS) | {f"{t} (fused)" for t in mod.TARGETS}
-    assert {s["verdict"] for s in summary} <= {"PASS", "MISS", "n/a"}
-
-
-def test_latency_rounds_summary_takes_ratios_within_each_round(bench):
-    """--rounds: each ratio is taken within a round, then its median and range over the rounds are reported."""
-    mod = bench("bench_latency")
-
-    def row(rnd, method, batch, ms, kind="layer", variant="", failures=0):
-        return {"round": rnd, "problem": "p", "method": method, "batch_size": batch, "median_ms": ms, "status": "ok",
-                "kind": kind, "variant": variant, "failures": failures}  # fmt: skip
-
-    rows = []
-    for rnd, (mlp, fused, warm) in enumerate([(1.0, 1.5, 30.0), (2.0, 2.0, 10.0), (1.0, 3.0, 60.0)]):
-        rows += [row(rnd, "mlp", 1, mlp), row(rnd, "proposed_fused", 1, fused),
-                 row(rnd, "optimizer", 1, warm, "solver", "highs/warm_state"),
-                 row(rnd, "optimizer", 1, 1.0, "solver", "osqp/warm_state", failures=1)]  # fmt: skip
-    got = {(r["quantity"], r["batch_size"]): r for r in mod.rounds_summary(rows)}
-    ratio = got[("proposed_fused / mlp", 1)]
-    assert (ratio["median"], ratio["min"], ratio["max"], ratio["rounds"]) == (1.5, 1.0, 3.0, 3)
-    solver = got[("fastest warm_state solver (highs/warm_state) / proposed_fused", 1)]  # osqp failed: not fastest
-    assert (solver["median"], solver["min"], solver["max"]) == (20.0, 5.0, 20.0)
-    assert got[("mlp", 1)]["median"] == 1.0 and got[("mlp", 1)]["unit"] == "ms per call"
-
-
-def test_latency_summary_verdicts(bench):
-    """The ratios and their verdicts follow from the rows (a pure function: no timing needed)."""
-    mod = bench("bench_latency")
-
-    def row(method, batch, ms, kind="layer", variant="", failures=0):
-        return {"problem": "dcopf_118_qp", "method": method, "batch_size": batch, "median_ms": ms, "throughput": batch * 1000 / ms,
-                "status": "ok", "kind": kind, "variant": variant, "failures": failures}  # fmt: skip
-
-    rows = [row("mlp", 1, 1.0), row("proposed", 1, 1.2), row("mlp", 4096, 10.0), row("proposed", 4096, 30.0),
-            row("optimizer", 1, 50.0, "solver", "clarabel/cold"), row("optimizer", 1, 5.0, "solver", "osqp/cold", failures=2)]  # fmt: skip
-    got = {s["ratio"]: s for s in mod.summarize(rows)}
-    assert (
-        got["proposed_over_mlp_b1"]["value"] == pytest.approx(1.2) and got["proposed_over_mlp_b1"]["verdict"] == "PASS"
-    )
-    assert (
-        got["proposed_over_mlp_b4096"]["value"] == pytest.approx(3.0)
-        and got["proposed_over_mlp_b4096"]["verdict"] == "MISS"
-    )
-    # the solver that failed instances is not the "fastest" one
-    assert got["optimizer_over_proposed_b1"]["value"] == pytest.approx(50.0 / 1.2)
-    assert got["optimizer_over_proposed_b1"]["verdict"] == "PASS"
-    assert got["throughput_over_optimizer"]["value"] == pytest.approx((4096 / 0.030) / 20.0)
-    assert all(s["target_applies"] for s in got.values())
-
-
 def test_breakdown(bench, cache_dir, tmp_path):
     mod = bench("bench_breakdown")
     result = mod.main(TINY + ["--batch-sizes", "1", "16", "--forms", "standard", "inequality",
@@ -157,16 +89,6 @@ def test_breakdown_alternatives_agree_with_layer(bench):
         for variant, (fn, _) in mod.slack_variants(problem.family, "cpu").items():
             got, _ = fn(xi, y, y)
             torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, msg=f"{form} slacks {variant}")
-
-
-def test_latency_skips_a_batch_whose_call_would_exceed_the_budget(bench, cache_dir, tmp_path):
-    mod = bench("bench_latency")
-    result = mod.main(TINY + ["--methods", "mlp", "--projections", "--solvers", "--batch-sizes", "1", "16", "256",
-                              "--test-instances", "2", "--call-budget", "1e-9", "--out-dir", str(tmp_path),
-                              "--cache-dir", cache_dir])  # fmt: skip
-    rows = {int(r["batch_size"]): r for r in read_csv(result["paths"]["csv"])[1] if r["method"] == "mlp"}
-    assert rows[16]["status"] == "ok"  # the first batch above 1 is always timed
-    assert rows[256]["status"] == "skipped" and "would take" in rows[256]["note"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
@@ -268,12 +190,12 @@ def test_run_all_reports_each_benchmark(bench, tmp_path, monkeypatch):
                 raise RuntimeError("boom")
             return {"paths": {"csv": tmp_path / f"{self.name}.csv"}}
 
-    fakes = {"bench_latency": Fake("bench_latency", False), "bench_breakdown": Fake("bench_breakdown", True)}
+    fakes = {"bench_methods": Fake("bench_methods", False), "bench_breakdown": Fake("bench_breakdown", True)}
     monkeypatch.setattr(mod, "load_benchmark", lambda name: fakes[name])
-    status = mod.main(["--quick", "--out-dir", str(tmp_path), "--only", "bench_latency", "bench_breakdown"])
+    status = mod.main(["--quick", "--out-dir", str(tmp_path), "--only", "bench_methods", "bench_breakdown"])
     assert status == 1
     record = json.loads((tmp_path / "run_all.json").read_text())
-    assert record["benchmarks"]["bench_latency"]["status"] == "ok"
+    assert record["benchmarks"]["bench_methods"]["status"] == "ok"
     assert (
         record["benchmarks"]["bench_breakdown"]["status"] == "failed"
         and "boom" in record["benchmarks"]["bench_breakdown"]["error"]

@@ -4,7 +4,7 @@ Networks are "trained-looking": random weights, batch normalisation with non-tri
 affine parameters, and a last layer whose output is the rule's at the centre of the box (plus a scaled random
 weight away from it). Inputs run from the centre to random points of the box, so a batch holds rows the blend
 leaves alone (alpha = 0) and rows it moves (0 < alpha < 1); NaN inputs and (float32) task outputs that
-overflow give alpha = 1. No timing here: benchmarks/bench_latency.py times ``proposed_fused``.
+overflow give alpha = 1. No timing here: benchmarks/bench_methods.py times the fused path (``proposed``) beside ``proposed[unfused]``.
 """
 
 from __future__ import annotations

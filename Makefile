@@ -55,7 +55,7 @@ check-wheel: install  ## build the wheel and sdist, twine check them, run the RE
 	$(abspath $(WHEEL_VENV))/bin/pip install -q $(DIST)/*.whl
 	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python -c "import importlib.util as u, sys; extra = [m for m in sys.argv[1:] if u.find_spec(m)]; \
 		sys.exit(f'the core install brought harness packages: {extra}' if extra else None)" $(HARNESS_MODULES)
-	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python $(CURDIR)/scripts/doc_blocks.py $(CURDIR)/README.md --kind core
+	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python $(CURDIR)/scripts/maintainers/doc_blocks.py $(CURDIR)/README.md --kind core
 	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/hardlinear --help >/dev/null  # the console command, with the configs inside
 	cd $(DIST) && $(abspath $(WHEEL_VENV))/bin/python -c "import sys, hardlinear.commands as c; \
 		sys.exit(None if (c.CONF / 'config.yaml').is_file() else 'the wheel lacks hardlinear/conf')"
@@ -70,12 +70,12 @@ paper: install  ## run every paper experiment (long: see README "Reproduce the p
 	$(PY) scripts/run_paper.py $(ARGS)
 
 paper-tables: install  ## the committed reproduction: tables, figures and provenance of the paper study (results/paper)
-	$(PY) scripts/paper_snapshot.py $(ARGS)
+	$(PY) scripts/maintainers/paper_snapshot.py $(ARGS)
 
 artifacts: paper-tables  ## every committed derived file (tables, figures, captions, summaries) rewritten from the committed records
-	$(PY) scripts/ed_table.py --out results/ed/table.md --inference results/ed/inference.json results/ed/inference_89.json results/ed/inference_large.json
-	$(PY) scripts/dc3_table.py --out results/dc3/table.md
-	$(PY) scripts/peers2026_frontier.py --figure results/peers2026/frontier.png
+	$(PY) scripts/maintainers/ed_table.py --out results/ed/table.md --inference results/ed/inference.json results/ed/inference_89.json results/ed/inference_large.json
+	$(PY) scripts/maintainers/dc3_table.py --out results/dc3/table.md
+	$(PY) scripts/maintainers/peers2026_frontier.py --figure results/peers2026/frontier.png
 
 # CI: what the current code writes from the committed records is what is committed (and tables/figures still build)
 check-artifacts: artifacts  ## regenerate every derived file, build every study's tables and figures, then fail on any difference from git

@@ -43,7 +43,7 @@ def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple
     if m is None:
         return {**row, "status": "failed", "note": failure}
     m.eval()
-    # the problem options scripts/ed_table.py shows beside the variant (the form, the rule's input set)
+    # the problem options scripts/maintainers/ed_table.py shows beside the variant (the form, the rule's input set)
     extra = ([] if problem.form == "standard" else [f"form={problem.form}"]) + (
         [f"input_set={problem.input_set}"] if getattr(problem, "input_set", "box") != "box" else [])
     row["variant"] = " ".join(v for v in (m.describe().get("variant", ""), *extra) if v)

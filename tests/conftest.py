@@ -29,13 +29,17 @@ def paper_data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def load_script():
-    """Import a module of ``scripts/`` by name (the folder is not a package): ``load_script("provenance")``."""
+    """Import a module of ``scripts/`` or ``scripts/maintainers/`` by name (the folders are not packages):
+    ``load_script("provenance")``."""
     import importlib.util
 
     scripts = Path(__file__).resolve().parents[1] / "scripts"
 
     def load(name: str):
-        spec = importlib.util.spec_from_file_location(f"scripts_{name}", scripts / f"{name}.py")
+        found = [p for p in (scripts / f"{name}.py", scripts / "maintainers" / f"{name}.py") if p.exists()]
+        if not found:
+            raise FileNotFoundError(f"no {name}.py in {scripts} or {scripts / 'maintainers'}")
+        spec = importlib.util.spec_from_file_location(f"scripts_{name}", found[0])
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module

@@ -19,11 +19,13 @@ TINY = ["--problems", "dcopf_14", "--repeats", "3", "--warmup", "1"]
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
-    """Import a benchmark module by name (they live in benchmarks/, not in the package)."""
-    sys.path.insert(0, str(BENCH_DIR))
+    """Import a benchmark module by name (they live in benchmarks/ and benchmarks/investigations/, not in the package)."""
+    folders = [str(BENCH_DIR), str(BENCH_DIR / "investigations")]
+    sys.path[:0] = folders
     torch.set_num_threads(1)
     yield lambda name: importlib.import_module(name)
-    sys.path.remove(str(BENCH_DIR))
+    for folder in folders:
+        sys.path.remove(folder)
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +232,7 @@ def test_gpu_benchmark_runs_on_cpu(bench, cache_dir, tmp_path):
 
 
 def test_profile_pipeline_runs_every_stage(bench, tmp_path):
-    """benchmarks/profile_pipeline.py at 14 buses: every stage runs (checkpoint reload included) and is reported."""
+    """benchmarks/investigations/profile_pipeline.py at 14 buses: every stage runs (checkpoint reload included) and is reported."""
     stages = bench("profile_pipeline").main([
         "--case", "pglib_opf_case14_ieee", "--cache-dir", str(tmp_path / "cache"), "--data", "2", "--steps", "1",
         "--throughput-batch", "16", "--out", str(tmp_path / "profile.json"),

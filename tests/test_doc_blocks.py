@@ -1,4 +1,4 @@
-"""Every code block of the README and of the docs pages listed here runs as written (scripts/doc_blocks.py).
+"""Every code block of the README and of the docs pages listed here runs as written (scripts/maintainers/doc_blocks.py).
 
 Python blocks run each in a fresh interpreter in an empty folder; a block marked ``after-run`` gets a folder
 holding one finished run (``run.py trainer=fast``, as ``make run`` leaves one). Shell blocks are checked without
@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "docs/getting_started.md", "docs/own_problem.md", "docs/harness.md", "docs/gpu.md"]
 
 
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "maintainers"))
 try:
-    import doc_blocks  # scripts/ is not a package
+    import doc_blocks  # scripts/maintainers/ is not a package
 finally:
     sys.path.pop(0)
 

@@ -1,4 +1,4 @@
-"""scripts/ed_table.py (issue 42): the comparison table from records, with the inference benchmark's columns."""
+"""scripts/maintainers/ed_table.py (issue 42): the comparison table from records, with the inference benchmark's columns."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("ed_table", REPO / "scripts" / "ed_table.py")
+_spec = importlib.util.spec_from_file_location("ed_table", REPO / "scripts" / "maintainers" / "ed_table.py")
 ed_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ed_table)
 

@@ -49,7 +49,7 @@ def test_the_core_dependencies_leave_the_harness_to_its_extra():
 
 def test_the_library_examples_load_no_harness_package(tmp_path):
     """The README's core blocks, run in a fresh interpreter, leave none of the harness's modules loaded."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "maintainers"))
     try:
         import doc_blocks
     finally:

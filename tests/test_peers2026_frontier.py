@@ -1,4 +1,4 @@
-"""scripts/peers2026_frontier.py on synthetic records: the grouping (a batch-256 run is not averaged into a batch-64
+"""scripts/maintainers/peers2026_frontier.py on synthetic records: the grouping (a batch-256 run is not averaged into a batch-64
 one, a run found twice counts once), the labels (the recommended refined setting by its trainer, not its variant),
 the per-dataset table's bold and its empty cells, and the figure: one legend outside every panel, Pinet's published
 points drawn as stars, no-training runs placed on the log axis."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("peers2026_frontier", REPO / "scripts" / "peers2026_frontier.py")
+_spec = importlib.util.spec_from_file_location("peers2026_frontier", REPO / "scripts" / "maintainers" / "peers2026_frontier.py")
 fr = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fr)
 

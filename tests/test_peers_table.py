@@ -1,4 +1,4 @@
-"""The peer-methods table (scripts/peers_table.py): its input is the records' rows (``load_records`` dicts), so the
+"""The peer-methods table (scripts/maintainers/peers_table.py): its input is the records' rows (``load_records`` dicts), so the
 table logic is tested on small synthetic rows; one test reads real records of results/peers.
 
 What could go wrong and is checked: a refined proposed run averaged into the plain one, two schedules averaged

@@ -8,7 +8,7 @@ What must hold, and to what tolerance:
   iteration counts (implicit: 5 BiCGSTAB iterations; fixed point: 25; unrolled: 100 iterations), pinet-hcnn
   0.2.0 given the same start ``s0 = (y_raw, 0)`` gives the same output (1e-11 absolute; measured 5e-14) and the
   same vjp of the training loss with respect to ``y_raw`` (1e-9 relative; measured 1e-14 here, 2e-13 at a trained network's output). The layer of
-  e662b15 itself (not on PyPI) agrees with both to the same digits: ``benchmarks/pinet_gradcheck.py``, which also
+  e662b15 itself (not on PyPI) agrees with both to the same digits: ``benchmarks/investigations/pinet_gradcheck.py``, which also
   reports how far each mode's gradient is from the exact one at e662b15's counts (not a correctness property: the
   5-iteration solve is inexact in Pinet's code as in ours; docs/pinet.md, "Pinet's published runs").
 * **Exact when converged**: with the forward run to convergence (1,000 iterations; inequality excess 1e-13) and the adjoint solved
@@ -44,7 +44,7 @@ needs_pinet = pytest.mark.skipif(
     "pip install --no-deps pinet-hcnn==0.2.0 (docs/pinet.md)",
 )
 
-_spec = importlib.util.spec_from_file_location("pinet_gradcheck", Path(__file__).resolve().parents[1] / "benchmarks" / "pinet_gradcheck.py")
+_spec = importlib.util.spec_from_file_location("pinet_gradcheck", Path(__file__).resolve().parents[1] / "benchmarks" / "investigations" / "pinet_gradcheck.py")
 gradcheck = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gradcheck)  # pinet-hcnn's layer in e662b15's configuration (hcnn_layer), and its settings
 SIGMA, OMEGA, K = gradcheck.SIGMA, gradcheck.OMEGA, gradcheck.K

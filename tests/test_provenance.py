@@ -1,4 +1,4 @@
-"""Provenance: scripts/provenance.py keeps the versions and machines of every snapshot, and a record's commit is
+"""Provenance: scripts/maintainers/provenance.py keeps the versions and machines of every snapshot, and a record's commit is
 the one the process started on."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_snapshot_reads_the_previous_file_including_the_old_format(tmp_path):
     csv.write_text("git_sha,timestamp,device,train/time_s\nabc,2026-11-22T00:00:00Z,cpu:x86_64,5.0\n")
     out = tmp_path / "provenance.json"
     out.write_text(json.dumps({"packages": {"highspy": "0.0.1-old"}, "machine": {"cpu": "an older CPU"}}))
-    command = [sys.executable, "scripts/provenance.py", "--results", str(csv), "--out", str(out)]
+    command = [sys.executable, "scripts/maintainers/provenance.py", "--results", str(csv), "--out", str(out)]
     subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
     record = json.loads(out.read_text())
     assert record["packages_seen"]["highspy"] == ["0.0.1-old"] and record["machines_seen"]["cpu"] == ["an older CPU"]

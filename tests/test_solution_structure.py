@@ -1,4 +1,4 @@
-"""scripts/solution_structure.py: the diagnostic behind docs/reproduction.md's 118-bus QP explanation."""
+"""scripts/maintainers/solution_structure.py: the diagnostic behind docs/reproduction.md's 118-bus QP explanation."""
 
 from __future__ import annotations
 

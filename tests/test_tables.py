@@ -124,7 +124,7 @@ def test_paper_reference_is_packaged():
 
 
 def test_superseded_rows_say_their_rerun_is_queued(tmp_path):
-    """Legacy CSV: a paper row whose runs were moved to superseded.csv (scripts/supersede.py) reads "not run:
+    """Legacy CSV: a paper row whose runs were moved to superseded.csv (scripts/maintainers/supersede.py) reads "not run:
     rerun queued ...", not a bare "not run"."""
     (tmp_path / "paper").mkdir()
     csv_path = write_legacy_csv(tmp_path / "paper" / "runs.csv", [_row("dcopf_118", "lp", "dc3", 0, "table_lp")])

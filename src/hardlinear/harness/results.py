@@ -497,7 +497,7 @@ SUPERSEDED_REASON = "rerun queued (its earlier rows are in superseded.csv)"
 def read_legacy_csv(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Rows of a results CSV of the old store (version 1), with the rows of its siblings ``<stem>.skipped.csv``
     (status ``skipped``/``failed`` with a reason) and ``superseded.csv`` (status ``superseded``: moved out by
-    scripts/supersede.py, not yet rerun). Study: the row's ``study`` column if any, else the CSV's folder name
+    scripts/maintainers/supersede.py, not yet rerun). Study: the row's ``study`` column if any, else the CSV's folder name
     (``results/paper/runs.csv`` -> ``paper``)."""
     path = Path(path)
     if not path.is_file():

@@ -50,7 +50,7 @@ reductions (maxima, minima) are exact in any order, and inductor compiles with `
 moved rows differ from the default path in the last bit (measured <= 2e-16 relative; alpha within 2e-15, equal on
 trained networks), well inside the rounding guard (``8 eps`` of the rows' size), and rows with ``alpha = 0`` are
 the same bits. Every slack of the compiled outputs is >= 0 exactly (tests/test_fused.py on dcopf_14/118,
-benchmarks/fused_compile_exactness.py on trained runs). Measured 1.5-2.7x faster than ``off`` at batch 4096
+benchmarks/investigations/fused_compile_exactness.py on trained runs). Measured 1.5-2.7x faster than ``off`` at batch 4096
 (benchmarks/README.md), but opt-in: the compile costs ~25 s per process and batch size (two chunk shapes, two
 functions), each new batch size brings a new last chunk, and past dynamo's recompile limit a shape runs eager.
 

@@ -18,7 +18,7 @@ of each row and ``labels`` for their names. How runs become table rows:
   instance; ``max |viol|`` is the largest absolute violation over every seed and test instance (float64,
   scientific notation: feasibility is the product); a paper row without a run of ours reads "not run", with
   the reason recorded in ``.skipped.csv`` when there is one, or "rerun queued" when its rows were moved to
-  ``superseded.csv`` (scripts/supersede.py) and not yet rerun;
+  ``superseded.csv`` (scripts/maintainers/supersede.py) and not yet rerun;
 * a mean over seeds can hide seeds that landed in different places (one feasible at 18 %, two infeasible at
   -9 % average to 0.2 %): when the per-seed gaps spread wider than ``SEED_SPREAD_POINTS`` and
   ``SEED_SPREAD_SHARE`` of the largest, the gap cell is marked with a dagger and the block's notes give every seed's gap.

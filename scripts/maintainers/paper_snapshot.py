@@ -1,8 +1,8 @@
 """Regenerate the committed reproduction (tables, figures, provenance) of the paper study, and optionally
 stage it for a commit.
 
-    python scripts/paper_snapshot.py                 # results/paper/tables, figures, provenance.json
-    python scripts/paper_snapshot.py --git-add       # ... and `git add results/paper`
+    python scripts/maintainers/paper_snapshot.py                 # results/paper/tables, figures, provenance.json
+    python scripts/maintainers/paper_snapshot.py --git-add       # ... and `git add results/paper`
 
 The paper study is the legacy ``results/paper/runs.csv`` (read-only since the record store; see
 hardlinear.harness.results) plus every record of study ``paper`` under ``results/`` (scripts/run_paper.py writes them
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hardlinear.reporting import make_figures, make_tables
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STUDY = "paper"
 
 
@@ -36,10 +36,10 @@ def main() -> int:
     roots = [csv, ROOT / "results"]
     make_tables(roots, folder / "tables", study=STUDY)
     make_figures(roots, folder / "figures", study=STUDY)
-    code = subprocess.call([sys.executable, "scripts/provenance.py", "--results", csv.relative_to(ROOT).as_posix(), "--out", str(folder / "provenance.json")],
+    code = subprocess.call([sys.executable, "scripts/maintainers/provenance.py", "--results", csv.relative_to(ROOT).as_posix(), "--out", str(folder / "provenance.json")],
                            cwd=ROOT, stdout=subprocess.DEVNULL)
     if code:
-        print(f"error: scripts/provenance.py exited with {code}", file=sys.stderr)
+        print(f"error: scripts/maintainers/provenance.py exited with {code}", file=sys.stderr)
         return code
     if args.git_add:
         subprocess.check_call(["git", "add", str(folder)], cwd=ROOT)

@@ -1,6 +1,6 @@
 """Inference-time levers of a trained refined ``proposed`` run, measured on its own test set (issue 41).
 
-    PYTHONPATH=src python scripts/refine_levers.py RUN_DIR [RUN_DIR ...] --eval-steps 50 200 1000 --picks refined objective
+    PYTHONPATH=src python scripts/maintainers/refine_levers.py RUN_DIR [RUN_DIR ...] --eval-steps 50 200 1000 --picks refined objective
 
 Reloads each run (checkpoint checked against its probe), then for each number of Douglas-Rachford steps at
 inference and each ``refine_pick`` reports the test gap (mean, worst), the worst violations (float64, relative, as

@@ -2,7 +2,7 @@
 # Issue 41: Pinet's published DC3 runs (antonioterpin/pinet @ e662b15) with conf/experiment/pinet_e662b15.yaml,
 # one run at a time: every variant of a seed before the next seed, the implicit high-accuracy runs first.
 # Records land in results/pinet/e662b15/<problem>/<variant>/seed<N> (record.json and epochs.csv are committed).
-#   SEEDS="0 1 2 3 4" PROBLEMS="dc3_qp dc3_nonconvex" bash scripts/pinet_e662b15.sh
+#   SEEDS="0 1 2 3 4" PROBLEMS="dc3_qp dc3_nonconvex" bash scripts/maintainers/pinet_e662b15.sh
 set -euo pipefail
 SEEDS=${SEEDS:-"0 1 2 3 4"}
 PROBLEMS=${PROBLEMS:-"dc3_qp dc3_nonconvex"}

@@ -5,7 +5,7 @@ the margin cap's recession LP, ``_seed``), times each with the process's peak RS
 ``_working_set_lp(red, seed)`` from ``M``'s rows in the seed (:func:`working_set_lp_nnz`, checked against the
 built LP in ``tests/test_bench_rule_solvers.py``). Example::
 
-    python benchmarks/working_set_lp_size.py pglib_opf_case2848_rte --inputs all_buses --out size.json
+    python benchmarks/investigations/working_set_lp_size.py pglib_opf_case2848_rte --inputs all_buses --out size.json
 """
 
 from __future__ import annotations

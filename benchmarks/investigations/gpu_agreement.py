@@ -1,6 +1,6 @@
 """DC3's and FSNet's scripted inference loops on CUDA against the CPU (issue 40, item 5): the same fresh network
 and method moved to the GPU, outputs and iteration counts compared. Run on a GPU machine with the project's
-``src`` on the path: ``python benchmarks/gpu_agreement.py`` (writes ``$OUT/agreement.json`` or ``/tmp``)."""
+``src`` on the path: ``python benchmarks/investigations/gpu_agreement.py`` (writes ``$OUT/agreement.json`` or ``/tmp``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The reproduction's summary: per problem, the proposed method's gap, worst violations and latency beside the
 paper's, from the results CSV (Markdown on stdout; docs/reproduction.md quotes it).
 
-    python scripts/reproduction_summary.py --results results/paper/runs.csv
-    python scripts/reproduction_summary.py --baselines     # every paper row: ours beside it, > 1 point worse flagged
+    python scripts/maintainers/reproduction_summary.py --results results/paper/runs.csv
+    python scripts/maintainers/reproduction_summary.py --baselines     # every paper row: ours beside it, > 1 point worse flagged
 """
 
 import argparse

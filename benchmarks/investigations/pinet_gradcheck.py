@@ -17,7 +17,7 @@ Two points ``y_raw``: ``init``, the e662b15 network (MLP 2 x 200, flax's initial
 (the first step of training); ``trained``, the same network after ``--epochs`` epochs of our implicit training (the
 point where the late-training gradients are taken). Run (about a minute on one CPU core)::
 
-    PYTHONPATH=src python benchmarks/pinet_gradcheck.py --e662b15 /tmp/e662b15
+    PYTHONPATH=src python benchmarks/investigations/pinet_gradcheck.py --e662b15 /tmp/e662b15
 """
 
 from __future__ import annotations

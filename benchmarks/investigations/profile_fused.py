@@ -1,7 +1,7 @@
 """Where the fused layer's time goes (issue 31, item 2): ``torch.profiler`` of ``Proposed.predict`` (fused) and of
 the bare MLP on one problem at one batch size, self CPU time per op grouped by input shapes.
 
-Run: ``python benchmarks/profile_fused.py dcopf_200 4096`` (a freshly initialised network, as bench_methods).
+Run: ``python benchmarks/investigations/profile_fused.py dcopf_200 4096`` (a freshly initialised network, as bench_methods).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 import common  # noqa: E402
 
 

@@ -4,7 +4,7 @@ Why: issue 41 compares our reimplementation with the numbers Pinet's authors com
 as data with their source. The result files hold per-instance objectives and violations but only the *mean* optimum;
 the per-instance optima come from the test dataset file committed beside them (same 833 DC3 test inputs, checked).
 
-    python scripts/pinet_published.py --git-dir <a clone of antonioterpin/pinet>/.git
+    python scripts/maintainers/pinet_published.py --git-dir <a clone of antonioterpin/pinet>/.git
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 REPO = "antonioterpin/pinet"
 COMMIT = "e662b15"
 ROOT = "src/benchmarks/simple_QP"
-OUT = Path(__file__).resolve().parents[1] / "src/hardlinear/reporting/data/pinet_published.csv"
+OUT = Path(__file__).resolve().parents[2] / "src/hardlinear/reporting/data/pinet_published.csv"
 
 # (folder, file, problem, backward, accuracy): the files that parse_results.py of the same commit names per table
 RUNS = [

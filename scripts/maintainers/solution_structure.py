@@ -13,7 +13,7 @@ towards the safe rule (whose own gap is 10-50 %). This prints, per problem and o
   problem's decision rule: the fraction of instances the blend moves (alpha > 0), the mean alpha, and the
   mean optimality gap that remains.
 
-    python scripts/solution_structure.py --problems dcopf_118 dcopf_200 --instances 100
+    python scripts/maintainers/solution_structure.py --problems dcopf_118 dcopf_200 --instances 100
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why: one command renders the comparison in docs/pinet.md from the committed records, never from memory.
 
-    python scripts/pinet_e662b15_table.py [results/pinet/e662b15]
+    python scripts/maintainers/pinet_e662b15_table.py [results/pinet/e662b15]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The economic dispatch comparison (issue 42) from its committed records, as a Markdown table.
 
-    python scripts/ed_table.py                        # records under results/ed (study ed_pglearn)
-    python scripts/ed_table.py --results results/ed --study ed_pglearn --out results/ed/table.md \
+    python scripts/maintainers/ed_table.py                        # records under results/ed (study ed_pglearn)
+    python scripts/maintainers/ed_table.py --results results/ed --study ed_pglearn --out results/ed/table.md \
         --inference results/ed/inference.json           # + the batch-1 / batch-1024 timings of one benchmark run
 
 Per case and method (with its variant, its form where it is not the standard one, and ``input_set=...`` where

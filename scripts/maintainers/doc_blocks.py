@@ -9,7 +9,7 @@ neither):
     <!-- block: skip REASON --> shown, not run; the reason is required
 
 ``continued`` after the kind (``<!-- block: core continued -->``) runs the block after the one before it, in the
-same interpreter, as a reader who ran both would. A python block without a comment is ``full``. ``python scripts/doc_blocks.py README.md
+same interpreter, as a reader who ran both would. A python block without a comment is ``full``. ``python scripts/maintainers/doc_blocks.py README.md
 --kind core`` runs the core blocks, each in a fresh interpreter in its own empty folder, with whatever Python
 runs this script (CI calls it from a virtual environment holding the wheel alone). Standard library only.
 """

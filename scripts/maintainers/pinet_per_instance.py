@@ -5,7 +5,7 @@ the harness records means and worsts. This reloads each run's checkpoint (verifi
 its test inputs and prints the median, mean and extent of both, on the whole test split and, for runs on Pinet's
 split, on DC3's 833 test rows it contains (rows 9167..9999 of X).
 
-    PYTHONPATH=src python scripts/pinet_per_instance.py results/pinet/records/dc3_qp/pinet/seed0 ...
+    PYTHONPATH=src python scripts/maintainers/pinet_per_instance.py results/pinet/records/dc3_qp/pinet/seed0 ...
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The margin-only rule against the cost-aware one (docs/cost_aware_rule.md).
 
-    python scripts/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule
+    python scripts/maintainers/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule
 
-    python scripts/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule \
+    python scripts/maintainers/cost_rule_table.py results/investigations/cost_rule.csv results/investigations/cost_rule \
         --baseline results/paper/runs.csv
 
 The runs are read with ``hardlinear.harness.results.load_records`` from record folders and legacy results CSVs alike

@@ -1,7 +1,7 @@
 """Training seconds until a run's validation gap first fell to each threshold (issue 41: the refined method against
 Pinet's published gaps at equal wall clock).
 
-    python scripts/time_to_gap.py results/peers2026/records/frontier --thresholds 0.31 0.135 0.05
+    python scripts/maintainers/time_to_gap.py results/peers2026/records/frontier --thresholds 0.31 0.135 0.05
 
 Per run: the first validated epoch at or below each threshold and its time, estimated as that many epochs at the
 run's mean epoch time (``train/time_s / train/epochs``: the records keep the total, not a per-epoch clock).

@@ -1,6 +1,6 @@
 """Move result rows made obsolete by a change of method or defaults out of a results CSV, keeping them.
 
-    python scripts/supersede.py --methods apm eapm --reason "APM/EAPM trained through the correction (train_iter=300)"
+    python scripts/maintainers/supersede.py --methods apm eapm --reason "APM/EAPM trained through the correction (train_iter=300)"
 
 The rows go to ``<results dir>/superseded.csv`` with the reason in a ``superseded_reason`` column, so the
 tables (which read the results CSV) stop using them and the record of what was run stays in the repository.

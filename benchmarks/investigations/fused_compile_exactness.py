@@ -9,7 +9,7 @@ of the compiled output in the layer's own float64 evaluation (must be >= 0 exact
 and the compile time (first call minus a warm call). Not a timing of the path: ``bench_methods.py
 --batch-modes compile`` times it.
 
-Run: ``python benchmarks/fused_compile_exactness.py RUN_DIR [RUN_DIR ...] --batch 4096`` (``fresh:PROBLEM`` instead of
+Run: ``python benchmarks/investigations/fused_compile_exactness.py RUN_DIR [RUN_DIR ...] --batch 4096`` (``fresh:PROBLEM`` instead of
 a run: a freshly initialised network); prints one JSON line per run.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 
 def load(source: str, cache_dir: str | None):

@@ -1,7 +1,7 @@
 """Our runs on DC3's benchmark beside DC3's published figures (Markdown).
 
-    python scripts/dc3_table.py                       # records under results/ and results/dc3/runs.csv
-    python scripts/dc3_table.py --results results/multirun/2026... --out my_table.md
+    python scripts/maintainers/dc3_table.py                       # records under results/ and results/dc3/runs.csv
+    python scripts/maintainers/dc3_table.py --results results/multirun/2026... --out my_table.md
 
 Reads every ``record.json`` under the given directories and legacy results CSVs (``results/dc3/runs.csv``
 holds the runs of issue 18, made before records existed), keeps the problems named ``dc3_*`` with status

@@ -1,8 +1,8 @@
 """Provenance of a committed results CSV: code versions, dates, machine, device, packages, run time.
 
-    python scripts/provenance.py --results results/paper/runs.csv --out results/paper/provenance.json
+    python scripts/maintainers/provenance.py --results results/paper/runs.csv --out results/paper/provenance.json
 
-    python scripts/provenance.py ... --add-environment   # after adding runs: this machine's versions join *_seen
+    python scripts/maintainers/provenance.py ... --add-environment   # after adding runs: this machine's versions join *_seen
 
 What the file says is derived from the results (rows, the commits and devices the runs name, dates, seconds), so
 regenerating it from the same results writes the same bytes on any machine (CI checks that). A results CSV grows

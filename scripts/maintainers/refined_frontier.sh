@@ -3,8 +3,8 @@
 # problem, DC-OPF 14/57/118 and the portfolio, seeds 0-2, with the final code. Records land in
 # results/peers2026/records/frontier/<problem>-<eq>-<ineq>/<n>-...-seed<N> (record.json and epochs.csv committed).
 # JOBS=2 runs two trainings at a time (hydra's joblib launcher); the table and the figure:
-#   python scripts/peers2026_frontier.py --figure results/peers2026/frontier.png
-#   JOBS=2 bash scripts/refined_frontier.sh
+#   python scripts/maintainers/peers2026_frontier.py --figure results/peers2026/frontier.png
+#   JOBS=2 bash scripts/maintainers/refined_frontier.sh
 set -euo pipefail
 PYTHON=${PYTHON:-python}
 JOBS=${JOBS:-1}

@@ -7,7 +7,7 @@ pretraining and the main loss), fused inference (first call builds the fused mod
 throughput batch, and a checkpoint save / reload. Peak RSS per stage is sampled by a thread every 10 ms (the
 process's RSS, so it includes what earlier stages still hold); ``ru_maxrss`` is the process's peak.
 
-    PYTHONPATH=src python benchmarks/profile_pipeline.py --case pglib_opf_case2000_goc --uncertainty 0.02
+    PYTHONPATH=src python benchmarks/investigations/profile_pipeline.py --case pglib_opf_case2000_goc --uncertainty 0.02
 
 Prints one line per stage and writes ``--out`` (JSON) with the same figures.
 """

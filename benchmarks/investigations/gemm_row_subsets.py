@@ -6,7 +6,7 @@ less work, but it changes the result unless BLAS returns, for a subset of rows, 
 those rows inside the full product. This script checks that for the products APM's loop does (``u N_S'`` and
 ``d N_S`` at the paper problems' shapes) with the installed torch and its BLAS, one thread.
 
-    python benchmarks/gemm_row_subsets.py
+    python benchmarks/investigations/gemm_row_subsets.py
 """
 
 from __future__ import annotations

@@ -135,7 +135,8 @@ def _check_problem(check: _Checker, problem: Any) -> None:
     ):
         return
     cls, fixed = PROBLEMS[name]
-    hints = _signature_hints(cls.__init__, skip=("self", "name"))
+    # network, matpower_c2: the parsed grid a checkpoint carries for its reload (arrays, never a config option)
+    hints = _signature_hints(cls.__init__, skip=("self", "name", "network", "matpower_c2"))
     for key in fixed:
         if key in problem:
             check.error(

@@ -126,6 +126,10 @@ BAD = [
     (["data.test_size=ten"], "data.test_size must be an int; got 'ten' (str)"),
     (["data.solver=cplex"], "data.solver must be one of highs, clarabel, osqp, gurobi, slsqp; got 'cplex'"),
     (["+data.train_size=10"], "data has no option 'train_size'"),
+    # --- issue 57: lazy line rows only where there are line rows to add, and on HiGHS ---
+    (["data.lazy_rows=true"], "data.lazy_rows=true: problem dcopf_14 has no lazy rows"),
+    (["problem=ed", "data.lazy_rows=true", "data.solver=clarabel"], "data.lazy_rows=true warm-starts HiGHS between rounds"),
+    (["data.lazy_rows=sometimes"], "data.lazy_rows must be"),
     (["network.hidden=0"], "network.hidden must be in [1, 65536]; got 0"),
     (["network.layers=two"], "network.layers must be an int; got 'two' (str)"),
     (["network.batch_norm=maybe"], "network.batch_norm must be a bool (true or false); got 'maybe' (str)"),

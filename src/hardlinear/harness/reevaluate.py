@@ -127,18 +127,22 @@ def evaluate_run(
     seed = int(data_cfg.get("test_seed", 12345) if test_seed is None else test_seed)
     size = int(data_cfg.get("test_size", 100) if test_size is None else test_size)
     solver = data_cfg.get("solver") or problem.default_solver()
+    # a run's config from before data.lazy_rows was solved with every row: its test set again so (False)
+    lazy_rows = data_cfg.get("lazy_rows") if "lazy_rows" in data_cfg else False
     cache = None if cache_dir is None else str(cache_dir)  # the caller's (None: nothing cached), never the checkpoint's
     if inputs is not None:
         xi = read_inputs(inputs, problem.box.k)
         # outside the box a reference instance may have no solution (a solver traceback) and the rule no guarantee
         xi = torch.as_tensor(check_inputs(f"inputs in {inputs}", xi.numpy(), problem.box, getattr(problem.family, "polytope", None)))
-        sol = problem.solve(xi, solver=solver, progress=False)
-        test = Dataset(xi=xi, y=torch.as_tensor(sol.y), objective=torch.as_tensor(sol.objective), solve_time_s=sol.time_s, solver=solver)
+        sol = problem.solve(xi, solver=solver, progress=False, lazy_rows=lazy_rows)
+        test = Dataset(xi=xi, y=torch.as_tensor(sol.y), objective=torch.as_tensor(sol.objective), solve_time_s=sol.time_s, solver=solver,
+                       lazy_rows=problem.resolve_lazy_rows(lazy_rows, solver))
     else:
-        test = build_dataset(problem, "test", size, seed, solver, cache, progress=False)
+        test = build_dataset(problem, "test", size, seed, solver, cache, progress=False, lazy_rows=lazy_rows)
     ctx = Context(cache_dir=cache, device="cpu", dtype=check_dtype(config.get("dtype", "float32")), seed=int(config.get("seed", 0)), progress=False)
     metrics, per_instance = evaluate_method_instances(method, problem, test, ctx, eval_cfg)
     metrics["data/ref_solve_ms"] = 1000.0 * float(np.mean(test.solve_time_s))
+    metrics["data/ref_lazy_rows"] = float(test.lazy_rows)
     with torch.no_grad():
         y = method.predict(test.xi.to(torch.float64)).y.to("cpu", torch.float64)
 

@@ -230,6 +230,12 @@ def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str
     return row
 
 
+def reference_solves(data: DictConfig) -> dict:
+    """How and where the reference solves run, from the ``data`` section (keys absent from an older config take
+    their defaults): :func:`~hardlinear.problems.datasets.build_dataset`'s ``workers`` and ``lazy_rows``."""
+    return {"workers": int(data.get("workers", 1)), "lazy_rows": data.get("lazy_rows")}
+
+
 def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, loggers, record: dict) -> dict | None:
     run_dir = Path(identity["run_dir"])
     eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
@@ -241,9 +247,9 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         offline_s = setup_method(method, problem, ctx)
         method.to(ctx.device)
         # --- data: validation and test sets with reference solutions (cached) ---
-        workers = int(cfg.data.get("workers", 1))
-        val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
-        test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
+        where = reference_solves(cfg.data)
+        val = build_dataset(problem, "val", int(cfg.data.val_size), int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, **where)
+        test = build_dataset(problem, "test", int(cfg.data.test_size), int(cfg.data.test_seed), cfg.data.solver, ctx.cache_dir, ctx.progress, **where)
         # --- training ---
         schedule = {k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items() if k != "name"}
         if not method_pretrains(cfg.method):  # E2ELR, LDF, ...: the schedule's pre-training epochs do not apply
@@ -251,7 +257,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
         trainer_cfg = TrainerConfig(**schedule)
         supervised = None
         if method.trainable and method.supervised:
-            supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, workers=workers)
+            supervised = build_dataset(problem, "train", trainer_cfg.supervised_size, int(cfg.seed), cfg.data.solver, ctx.cache_dir, ctx.progress, **where)
         clock["data"] = time.perf_counter()
         resume_state = read_last(trainer_cfg.resume, record["config"]) if trainer_cfg.resume and method.trainable else None
         fit = train(method, problem, val, trainer_cfg, ctx, loggers=loggers, supervised=supervised, resume_state=resume_state,
@@ -287,6 +293,7 @@ def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, log
     metrics.update(fit.val_metrics)  # validation figures of the kept checkpoint (model selection)
     metrics["data/val_build_s"], metrics["data/test_build_s"] = val.build_time_s, test.build_time_s
     metrics["data/ref_solve_ms"] = 1000.0 * float(test.solve_time_s.mean())
+    metrics["data/ref_lazy_rows"] = float(test.lazy_rows)  # 1: solved with lazy line rows (data.lazy_rows)
     metrics.update(stage_times(clock, offline_s, fit))
 
     diverged = divergence_reason(metrics, eval_cfg)

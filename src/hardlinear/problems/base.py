@@ -153,6 +153,22 @@ class Problem:
 
         return solve_batch(self, xi, solver=solver, progress=progress, **options)
 
+    def resolve_lazy_rows(self, lazy_rows: bool | None, solver: str) -> bool:
+        """Whether reference solves by ``solver`` add rows lazily (``data.lazy_rows``; None: the problem's default).
+        Only problems with :meth:`lazy_reference` offer it (the economic dispatch); asking for it elsewhere is an
+        error naming the fix."""
+        if lazy_rows:
+            raise ValueError(
+                f"{self.name} has no lazy rows (data.lazy_rows=true is for problem=ed, whose line rows are added as "
+                "they are violated); use data.lazy_rows=null"
+            )
+        return False
+
+    def lazy_reference(self, **options):  # noqa: ANN201 - an instance solver, see hardlinear.solvers.SolveJob
+        """What solves one instance with lazy rows (``solve(xi) -> SolveResult``); only where
+        :meth:`resolve_lazy_rows` can say yes."""
+        raise NotImplementedError(f"{self.name} has no lazy reference solves")
+
     def default_solver(self) -> str:
         """The solver that is exact for the problem class: HiGHS for LPs, Clarabel for QPs; a local NLP solver
         (SLSQP, not guaranteed global) for a nonconvex objective."""

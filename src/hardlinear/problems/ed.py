@@ -415,6 +415,25 @@ class EconomicDispatch(Problem):
         pg[:, free] = pg_free
         return self.with_thermal_slack(xi, pg)
 
+    # --- reference solves -------------------------------------------------------------------------
+    def resolve_lazy_rows(self, lazy_rows: bool | None, solver: str) -> bool:
+        """Lazy line rows (:mod:`hardlinear.problems.ed_reference`, PGLearn's way) by default on HiGHS, whose basis
+        survives added rows; ``lazy_rows=False`` solves the whole LP (any solver)."""
+        if lazy_rows is None:
+            return solver == "highs"
+        if lazy_rows and solver != "highs":
+            raise ValueError(
+                f"lazy line rows warm-start HiGHS between rounds; data.solver={solver!r} solves the whole LP: "
+                "use data.solver=highs, or data.lazy_rows=false (or null)"
+            )
+        return bool(lazy_rows)
+
+    def lazy_reference(self, **options):  # noqa: ANN201
+        """The lazy line-row solver of this dispatch (HiGHS ``options`` as the ``highs`` backend takes them)."""
+        from hardlinear.problems.ed_reference import LazyDispatchSolver
+
+        return LazyDispatchSolver(self, **options)
+
     def rebuild(self, uncertainty: float) -> EconomicDispatch:
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
         return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty,

@@ -71,25 +71,50 @@ class Solution:
         return all(s == "optimal" for s in self.status)
 
 
+class FamilySolver:
+    """Solves one instance ``xi`` of a problem through its compact family and a backend (:func:`make_solver`), the
+    backend made on first use in each process (it does not pickle: a dask worker makes its own)."""
+
+    def __init__(self, problem, name: str, options: dict, backend: QPSolver | None = None) -> None:
+        self.problem, self.name, self.options, self._backend = problem, name, options, backend
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_backend": None}
+
+    def solve(self, xi: np.ndarray, warm_start: np.ndarray | None = None) -> SolveResult:
+        problem = self.problem
+        if self._backend is None:
+            self._backend = make_solver(problem, self.name, **self.options)
+        lhs_varies = problem.compact.input_dependent_lhs
+        G, g, H, h = problem.compact.instance(xi)
+        ws = None if warm_start is None else warm_start[: problem.n_orig]
+        return self._backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=ws)
+
+
+class SolveJob:
+    """A batch of instances and what solves each (``solver.solve(xi_row, warm_start_row)``): the unit that the
+    process pool's workers inherit by fork; each block of rows is solved in order."""
+
+    def __init__(self, solver, xi: np.ndarray, warm_start: np.ndarray | None) -> None:
+        self.solver, self.xi, self.warm_start = solver, xi, warm_start
+
+    def solve_rows(self, rows: np.ndarray, done=None) -> list[SolveResult]:  # noqa: ANN001
+        out = []
+        for i in rows:
+            ws = None if self.warm_start is None else self.warm_start[i]
+            out.append(self.solver.solve(self.xi[i]) if ws is None else self.solver.solve(self.xi[i], ws))
+            if done is not None:
+                done(1)
+        return out
+
+
 # What a forked worker of solve_batch reads (inherited copy-on-write from the parent: the problem is never pickled).
 _WORKER_JOB: dict = {}
 
 
-def _solve_rows(rows: np.ndarray, backend: QPSolver | None = None, done=None) -> list[SolveResult]:  # noqa: ANN001
-    """Solve the instances ``rows`` of the current job with one backend (a worker builds its own); ``done(1)``
-    after each."""
-    job = _WORKER_JOB
-    problem, xi_np, warm_start = job["problem"], job["xi"], job["warm_start"]
-    backend = backend or make_solver(problem, job["name"], **job["options"])
-    lhs_varies = problem.compact.input_dependent_lhs
-    out = []
-    for i in rows:
-        G, g, H, h = problem.compact.instance(xi_np[i])
-        ws = None if warm_start is None else warm_start[i, : problem.n_orig]
-        out.append(backend.solve(g, h, G=G if lhs_varies else None, H=H if lhs_varies else None, warm_start=ws))
-        if done is not None:
-            done(1)
-    return out
+def _solve_rows(rows: np.ndarray) -> list[SolveResult]:
+    """A forked worker's block: the instances ``rows`` of the current job."""
+    return _WORKER_JOB["job"].solve_rows(rows)
 
 
 def _parallel_context(workers: int):
@@ -137,44 +162,40 @@ def solve_batch(
     warm_start: np.ndarray | None = None,
     allow_failures: bool = False,
     workers: int = 1,
+    lazy_rows: bool | None = None,
     **options,
 ) -> Solution:
     """Solve every instance of ``xi: (B, k)``; raises :class:`SolverError` on any non-optimal solve
     unless ``allow_failures`` (then the row is NaN and its status says why).
 
-    ``workers > 1``: the instances are split into contiguous blocks solved by that many forked processes, each
-    with its own solver (one thread each). Every instance is solved from scratch (no basis carried over unless
-    ``warm_start`` gives one per instance), so the solutions are the same whatever the number of workers
-    (tests/test_data.py checks this bit for bit)."""
+    ``lazy_rows``: solve with the rows added as they are violated where the problem offers it
+    (``problem.resolve_lazy_rows``: None is the problem's default, lazy line rows for the economic dispatch on
+    HiGHS); the same optimum as the whole LP.
+
+    ``workers > 1``: the instances are split into contiguous blocks solved by that many forked processes. Every
+    instance is solved from scratch (no basis carried over unless ``warm_start`` gives one per instance), so the
+    solutions are the same whatever the number of workers (tests/test_data.py checks this bit for bit)."""
     from tqdm.auto import tqdm
 
     if int(workers) < 1:
         raise ValueError(f"workers must be >= 1; got {workers}")
     xi_np = xi.detach().cpu().double().numpy() if isinstance(xi, torch.Tensor) else np.asarray(xi, dtype=np.float64)
     name = solver or problem.default_solver()
-    backend = make_solver(problem, name, **options)  # an unknown or missing solver fails here, in this process
-    _WORKER_JOB.update(problem=problem, xi=xi_np, warm_start=warm_start, name=name, options=options)
-    results: list[SolveResult] = []
+    if problem.resolve_lazy_rows(lazy_rows, name):
+        if warm_start is not None:
+            raise ValueError(f"{problem.name}: per-instance warm starts are for the whole LP; pass lazy_rows=False with warm_start")
+        instance_solver = problem.lazy_reference(**options)
+    else:
+        # an unknown or missing solver fails here, in this process
+        instance_solver = FamilySolver(problem, name, options, make_solver(problem, name, **options))
+    job = SolveJob(instance_solver, xi_np, warm_start)
     # disable=None: no bar when the output is not a terminal (a log file of a sweep or a SLURM job)
     bar = tqdm(total=len(xi_np), desc=f"{problem.name}: {name}", disable=None if progress else True, leave=False)
     done = _SolveCounter(bar, f"{problem.name} reference solves ({name})", len(xi_np))
     try:
-        workers = min(int(workers), len(xi_np))
-        context = _parallel_context(workers)
-        if context is None:
-            results = _solve_rows(np.arange(len(xi_np)), backend, done)
-        else:
-            from concurrent.futures import ProcessPoolExecutor
-
-            # about four blocks per worker: progress moves, and a slow block does not idle the others long
-            blocks = np.array_split(np.arange(len(xi_np)), 4 * workers)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                for rows, part in zip(blocks, pool.map(_solve_rows, blocks)):
-                    results += part
-                    done(len(rows))
+        results = _solve_in_processes(job, len(xi_np), int(workers), done)
     finally:
         bar.close()
-        _WORKER_JOB.clear()
     status = [r.status for r in results]
     bad = [i for i, s in enumerate(status) if s != "optimal"]
     if bad and not allow_failures:
@@ -193,6 +214,28 @@ def solve_batch(
         iterations=np.array([r.iterations for r in results]),
         solver=name,
     )
+
+
+def _solve_in_processes(job: SolveJob, count: int, workers: int, done: _SolveCounter) -> list[SolveResult]:
+    """The job here (one worker) or in a pool of forked processes that inherit it."""
+    workers = min(workers, count)
+    context = _parallel_context(workers)
+    if context is None:
+        return job.solve_rows(np.arange(count), done)
+    from concurrent.futures import ProcessPoolExecutor
+
+    results: list[SolveResult] = []
+    # about four blocks per worker: progress moves, and a slow block does not idle the others long
+    blocks = np.array_split(np.arange(count), 4 * workers)
+    _WORKER_JOB["job"] = job
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            for rows, part in zip(blocks, pool.map(_solve_rows, blocks)):
+                results += part
+                done(len(rows))
+    finally:
+        _WORKER_JOB.clear()
+    return results
 
 
 def _failure_hint(problem, solver: str, statuses: list[str]) -> str:

@@ -113,7 +113,7 @@ class HighsSolver(QPSolver):
         t0 = time.perf_counter()
         run_status = hh.run()
         if run_status == hs.HighsStatus.kError and self.Q is None and "solver" not in self.options:
-            run_status = self._rerun_by_ipm(hh)
+            run_status = rerun_by_ipm(hh, self.options)
         elapsed = time.perf_counter() - t0
         status = hh.getModelStatus()
         info = hh.getInfo()
@@ -123,19 +123,19 @@ class HighsSolver(QPSolver):
         iters = int(info.simplex_iteration_count + info.ipm_iteration_count + info.qp_iteration_count)
         return SolveResult(y, self.objective_value(y), "optimal", elapsed, iters)
 
-    def _rerun_by_ipm(self, hh):  # noqa: ANN001, ANN202 - highspy's objects
-        """The instance again by the interior point and crossover (a basic optimal solution, as the simplex gives),
-        after the simplex stopped on an error. Why: on PGLearn's dispatch at case9241 the dual simplex stops on 3 of
-        100 instances ("ratio test failed due to excessive dual values": thermal slack at 150,000 $/p.u. beside
-        generator costs of a few $), with no model status; the IPM with crossover solves them (instance 26 of the
-        validation set: the same objective as the primal simplex, 3866400.0207)."""
-        log.info("highs: the simplex stopped on an error; solving the instance again by IPM with crossover")
-        hh.clearSolver()
-        hh.setOptionValue("solver", "ipm")
-        hh.setOptionValue("run_crossover", "on")
-        try:
-            return hh.run()
-        finally:
-            hh.setOptionValue("solver", "choose")
-            hh.setOptionValue("run_crossover", self.options.get("run_crossover", "on"))
 
+def rerun_by_ipm(hh, options: dict):  # noqa: ANN001, ANN201 - highspy's objects
+    """The instance again by the interior point and crossover (a basic optimal solution, as the simplex gives),
+    after the simplex stopped on an error; returns the run status. Why: on PGLearn's dispatch at case9241 the dual
+    simplex stops on 3 of 100 instances ("ratio test failed due to excessive dual values": thermal slack at 150,000
+    $/p.u. beside generator costs of a few $), with no model status; the IPM with crossover solves them (instance 26
+    of the validation set: the same objective as the primal simplex, 3866400.0207)."""
+    log.info("highs: the simplex stopped on an error; solving the instance again by IPM with crossover")
+    hh.clearSolver()
+    hh.setOptionValue("solver", "ipm")
+    hh.setOptionValue("run_crossover", "on")
+    try:
+        return hh.run()
+    finally:
+        hh.setOptionValue("solver", "choose")
+        hh.setOptionValue("run_crossover", options.get("run_crossover", "on"))

@@ -56,7 +56,7 @@ def _check_top(check: _Checker, data: dict, stored: bool = False) -> None:
     if ok.get("device"):
         _check_device(check, data["device"])
     if ok.get("data"):
-        _check_data(check, data["data"])
+        _check_data(check, data["data"], data.get("problem"))
     if ok.get("network"):
         from hardlinear.layers.network import ACTIVATIONS, MLP
 
@@ -92,15 +92,37 @@ def _check_device(check: _Checker, device: str) -> None:
         check.error(f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
 
 
-def _check_data(check: _Checker, data: dict) -> None:
+def _check_data(check: _Checker, data: dict, problem: Any = None) -> None:
     from hardlinear.solvers import BACKENDS
 
     check.need_known_keys("data", list(data), list(DATA))
     ok = check.check_section(
-        "data", data, {k: t for k, (t, _) in DATA.items()}, {k: r for k, (_, r) in DATA.items() if isinstance(r, Range)}
+        "data", data, {k: t for k, (t, _) in DATA.items()}, {k: r for k, (_, r) in DATA.items() if isinstance(r, Range)},
+        {k: r for k, (_, r) in DATA.items() if isinstance(r, tuple)},
     )
     if ok.get("solver"):
         check.need_choice("data.solver", data["solver"], list(BACKENDS))
+    if ok.get("lazy_rows") and data.get("lazy_rows") and isinstance(problem, dict):
+        _check_lazy_rows(check, data, problem)
+
+
+def _check_lazy_rows(check: _Checker, data: dict, problem: dict) -> None:
+    """``data.lazy_rows=true`` only on a problem that offers lazy rows (the dispatch) and a solver that keeps its
+    basis across them (HiGHS): the problem's own check, asked before any problem is built."""
+    from hardlinear.problems import PROBLEMS
+    from hardlinear.problems.base import Problem
+
+    entry = PROBLEMS.get(problem.get("name"))
+    if entry is None:
+        return  # reported by the problem section
+    cls = entry[0]
+    solver = data.get("solver") or "highs"
+    if cls.resolve_lazy_rows is Problem.resolve_lazy_rows:
+        check.error(f"data.lazy_rows=true: problem {problem['name']} has no lazy rows (they are the economic dispatch's "
+                    "line rows, problem=ed); use data.lazy_rows=null")
+    elif solver != "highs":
+        check.error(f"data.lazy_rows=true warm-starts HiGHS between rounds; data.solver={solver!r} solves the whole LP: "
+                    "use data.solver=highs, or data.lazy_rows=null")
 
 
 def _check_logger(check: _Checker, logger: dict) -> None:

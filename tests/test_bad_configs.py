@@ -130,6 +130,8 @@ BAD = [
     (["data.lazy_rows=true"], "data.lazy_rows=true: problem dcopf_14 has no lazy rows"),
     (["problem=ed", "data.lazy_rows=true", "data.solver=clarabel"], "data.lazy_rows=true warm-starts HiGHS between rounds"),
     (["data.lazy_rows=sometimes"], "data.lazy_rows must be"),
+    (["data.executor=spark"], "data.executor must be one of process, dask; got 'spark'"),
+    (["data.scheduler=tcp://10.0.0.1:8786"], "data.scheduler='tcp://10.0.0.1:8786' is a dask scheduler's address: it needs data.executor=dask"),
     (["network.hidden=0"], "network.hidden must be in [1, 65536]; got 0"),
     (["network.layers=two"], "network.layers must be an int; got 'two' (str)"),
     (["network.batch_norm=maybe"], "network.batch_norm must be a bool (true or false); got 'maybe' (str)"),
@@ -414,3 +416,14 @@ def test_existing_choices_labels_and_sweeps_pass_the_choice_check():
 
     assert unknown_choice_errors(["method=proposed,ldr", "problem=dcopf_14", "+experiment=table_lp", "experiment=mylabel",
                                   "study=smoke", "method=glob(*)", "trainer=fast"], CONF) == []
+
+
+def test_the_reference_solve_options_that_make_sense_pass(hydra_conf):
+    """The data section's executor choices are the solvers' (one list), and the sensible combinations validate."""
+    from hardlinear.harness.schemas.tables import DATA
+    from hardlinear.solvers import EXECUTORS
+
+    assert DATA["executor"][1] == EXECUTORS
+    for overrides in (["data.executor=dask"], ["data.executor=dask", "data.scheduler=tcp://10.0.0.1:8786", "data.workers=4"],
+                      ["problem=ed", "data.lazy_rows=true"], ["problem=ed", "data.lazy_rows=false", "data.solver=clarabel"]):
+        validate_config(compose_cfg(*overrides))

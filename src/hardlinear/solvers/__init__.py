@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ BACKENDS = {
 }
 
 __all__ = [
-    "BACKENDS", "PREVIOUS", "Option", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable",
+    "BACKENDS", "EXECUTORS", "PREVIOUS", "Option", "QPSolver", "Solution", "SolveResult", "SolverError", "SolverUnavailable",
     "check_solver_options", "make_solver", "solve_batch", "solver_option_problems",
 ]
 
@@ -93,18 +94,30 @@ class FamilySolver:
 
 class SolveJob:
     """A batch of instances and what solves each (``solver.solve(xi_row, warm_start_row)``): the unit that the
-    process pool's workers inherit by fork; each block of rows is solved in order."""
+    process pool (by fork) and dask workers (pickled once each) receive; each block of rows is solved in order.
+
+    One block at a time per copy (a lock): the solver holds one HiGHS, which two threads must not share. A dask
+    worker keeps one copy of the job for all its threads, so a worker runs one solve at a time whatever its
+    ``--nthreads``: give a worker one thread and run one worker per core (the ``LocalCluster`` made here does)."""
 
     def __init__(self, solver, xi: np.ndarray, warm_start: np.ndarray | None) -> None:
         self.solver, self.xi, self.warm_start = solver, xi, warm_start
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
 
     def solve_rows(self, rows: np.ndarray, done=None) -> list[SolveResult]:  # noqa: ANN001
         out = []
-        for i in rows:
-            ws = None if self.warm_start is None else self.warm_start[i]
-            out.append(self.solver.solve(self.xi[i]) if ws is None else self.solver.solve(self.xi[i], ws))
-            if done is not None:
-                done(1)
+        with self._lock:
+            for i in rows:
+                ws = None if self.warm_start is None else self.warm_start[i]
+                out.append(self.solver.solve(self.xi[i]) if ws is None else self.solver.solve(self.xi[i], ws))
+                if done is not None:
+                    done(1)
         return out
 
 
@@ -115,6 +128,11 @@ _WORKER_JOB: dict = {}
 def _solve_rows(rows: np.ndarray) -> list[SolveResult]:
     """A forked worker's block: the instances ``rows`` of the current job."""
     return _WORKER_JOB["job"].solve_rows(rows)
+
+
+def _solve_job_rows(job: SolveJob, rows: np.ndarray) -> list[SolveResult]:
+    """A dask task: the instances ``rows`` of ``job`` (sent to each worker once)."""
+    return job.solve_rows(rows)
 
 
 def _parallel_context(workers: int):
@@ -130,6 +148,12 @@ def _parallel_context(workers: int):
 
 
 log = logging.getLogger(__name__)
+
+EXECUTORS = ("process", "dask")
+"""Where :func:`solve_batch` solves a batch: forked processes on this machine, or a dask.distributed cluster."""
+
+SCHEDULER_TIMEOUT_S = 30.0
+"""Seconds :func:`solve_batch` waits for a dask scheduler (``data.scheduler``) to answer before it gives up."""
 
 PROGRESS_LOG_S = 60.0
 """Seconds between the progress lines of a batch of solves that has no bar (a log file, ``progress=false``)."""
@@ -162,6 +186,8 @@ def solve_batch(
     warm_start: np.ndarray | None = None,
     allow_failures: bool = False,
     workers: int = 1,
+    executor: str = "process",
+    scheduler: str | None = None,
     lazy_rows: bool | None = None,
     **options,
 ) -> Solution:
@@ -172,13 +198,21 @@ def solve_batch(
     (``problem.resolve_lazy_rows``: None is the problem's default, lazy line rows for the economic dispatch on
     HiGHS); the same optimum as the whole LP.
 
-    ``workers > 1``: the instances are split into contiguous blocks solved by that many forked processes. Every
-    instance is solved from scratch (no basis carried over unless ``warm_start`` gives one per instance), so the
-    solutions are the same whatever the number of workers (tests/test_data.py checks this bit for bit)."""
+    ``executor``: where the instances are solved, in contiguous blocks, each instance from scratch (no basis carried
+    over unless ``warm_start`` gives one per instance), so the solutions are the same whatever the executor and the
+    number of workers (tests/test_data.py checks this bit for bit):
+
+    - ``process``: ``workers`` forked processes on this machine (one: this process);
+    - ``dask``: a ``dask.distributed`` cluster, a ``LocalCluster`` of ``workers`` processes on this machine, or the
+      cluster whose scheduler is at ``scheduler`` (``tcp://host:8786``; its workers need hardlinear installed)."""
     from tqdm.auto import tqdm
 
     if int(workers) < 1:
         raise ValueError(f"workers must be >= 1; got {workers}")
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}; got {executor!r}")
+    if scheduler is not None and executor != "dask":
+        raise ValueError(f"a scheduler address ({scheduler!r}) is for executor='dask' (data.executor=dask); got executor={executor!r}")
     xi_np = xi.detach().cpu().double().numpy() if isinstance(xi, torch.Tensor) else np.asarray(xi, dtype=np.float64)
     name = solver or problem.default_solver()
     if problem.resolve_lazy_rows(lazy_rows, name):
@@ -193,7 +227,10 @@ def solve_batch(
     bar = tqdm(total=len(xi_np), desc=f"{problem.name}: {name}", disable=None if progress else True, leave=False)
     done = _SolveCounter(bar, f"{problem.name} reference solves ({name})", len(xi_np))
     try:
-        results = _solve_in_processes(job, len(xi_np), int(workers), done)
+        if executor == "dask":
+            results = _solve_on_dask(job, len(xi_np), int(workers), scheduler, done)
+        else:
+            results = _solve_in_processes(job, len(xi_np), int(workers), done)
     finally:
         bar.close()
     status = [r.status for r in results]
@@ -236,6 +273,47 @@ def _solve_in_processes(job: SolveJob, count: int, workers: int, done: _SolveCou
     finally:
         _WORKER_JOB.clear()
     return results
+
+
+def _solve_on_dask(job: SolveJob, count: int, workers: int, scheduler: str | None, done: _SolveCounter) -> list[SolveResult]:
+    """The job on a dask.distributed cluster: sent once to every worker, then about four blocks of rows a worker
+    thread, gathered in order."""
+    from hardlinear.runtime.extras import require
+
+    distributed = require("distributed", extra="harness", purpose="data.executor=dask")
+    # dask's own INFO lines (each nanny, worker and comm: ~70 a cluster) would bury the run's log; warnings still show
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(max(level, logging.WARNING))
+    cluster = None
+    try:
+        if scheduler is None:
+            cluster = distributed.LocalCluster(n_workers=min(workers, max(count, 1)), threads_per_worker=1, processes=True,
+                                               dashboard_address=None)
+            log.info("reference solves on a dask LocalCluster of %d processes (%s)", len(cluster.workers), cluster.scheduler_address)
+        try:
+            client = distributed.Client(cluster if cluster is not None else scheduler, timeout=SCHEDULER_TIMEOUT_S)
+        except (OSError, TimeoutError) as err:
+            raise ConnectionError(
+                f"no dask scheduler answered at data.scheduler={scheduler!r} within {SCHEDULER_TIMEOUT_S:g} s ({err}); start the "
+                "cluster first (docs/harness.md, 'Reference solves on a cluster') or fix the address"
+            ) from err
+        with client:
+            slots = max(1, sum(client.nthreads().values()))
+            blocks = [b for b in np.array_split(np.arange(count), 4 * slots) if len(b)]
+            shared = client.scatter(job, broadcast=True)
+            futures = [client.submit(_solve_job_rows, shared, rows, pure=False) for rows in blocks]
+            where = {f.key: i for i, f in enumerate(futures)}
+            parts: list[list[SolveResult] | None] = [None] * len(blocks)
+            for future in distributed.as_completed(futures):
+                i = where[future.key]
+                parts[i] = future.result()
+                done(len(blocks[i]))
+    finally:
+        if cluster is not None:
+            cluster.close()
+        quiet.setLevel(level)
+    return [r for part in parts for r in part]
 
 
 def _failure_hint(problem, solver: str, statuses: list[str]) -> str:

@@ -102,6 +102,9 @@ def _check_data(check: _Checker, data: dict, problem: Any = None) -> None:
     )
     if ok.get("solver"):
         check.need_choice("data.solver", data["solver"], list(BACKENDS))
+    if ok.get("scheduler") and data.get("scheduler") is not None and data.get("executor", "process") != "dask":
+        check.error(f"data.scheduler={data['scheduler']!r} is a dask scheduler's address: it needs data.executor=dask "
+                    f"(data.executor is {data.get('executor', 'process')!r}); or drop data.scheduler")
     if ok.get("lazy_rows") and data.get("lazy_rows") and isinstance(problem, dict):
         _check_lazy_rows(check, data, problem)
 

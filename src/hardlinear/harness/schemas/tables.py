@@ -79,6 +79,8 @@ DATA: dict[str, tuple[Any, Range | tuple | None]] = {
     "test_seed": (int, NON_NEGATIVE),
     "solver": (str | None, None),  # choices: hardlinear.solvers.BACKENDS (checked below)
     "workers": (int, AT_LEAST_1),
+    "executor": (str, ("process", "dask")),  # = hardlinear.solvers.EXECUTORS (tested)
+    "scheduler": (str | None, None),  # a dask scheduler's address; only with executor=dask (checked below)
     "lazy_rows": (bool | None, None),  # true only where the problem offers lazy rows (checked when the problem is built)
 }
 NETWORK_RANGES = {"hidden": Range(1, MAX_HIDDEN), "layers": Range(0, MAX_LAYERS), "dropout": Range(0, 1, hi_open=True)}

@@ -127,3 +127,14 @@ def test_the_cache_keeps_lazy_and_whole_lp_sets_apart(tmp_path):
     assert again.from_cache and again.lazy_rows
     assert build_dataset(problem, "val", 3, 0, cache_dir=tmp_path, progress=False, lazy_rows=False).from_cache
     assert np.allclose(lazy.objective.numpy(), full.objective.numpy(), rtol=REL, atol=0)
+
+
+def test_a_solve_does_not_depend_on_the_instances_solved_before_it():
+    """One solver (one HiGHS, reused) over the instances in reverse order gives each the bits a fresh solver gives:
+    what lets any process solve any block (data.workers, data.executor)."""
+    problem = EconomicDispatch("pglib_opf_case118_ieee")
+    xi = problem.sample(5, torch.Generator().manual_seed(5)).numpy()
+    fresh = [problem.lazy_reference().solve(x).y for x in xi]
+    reused = problem.lazy_reference()
+    again = [reused.solve(x).y for x in xi[::-1]][::-1]
+    assert all(np.array_equal(a, b) for a, b in zip(fresh, again))

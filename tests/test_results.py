@@ -53,6 +53,14 @@ def test_identity_counts_every_other_key(change):
     assert results.identity({**CONFIG, **change}) != results.identity(CONFIG)
 
 
+def test_a_dask_schedulers_address_is_not_identity_but_the_executor_and_lazy_rows_are():
+    """A restarted dask cluster has a new address and gives the same solutions: resume must still find the runs."""
+    base = {**CONFIG, "data": {"workers": 1, "executor": "dask", "scheduler": "tcp://10.0.0.1:8786", "lazy_rows": None}}
+    assert results.identity({**base, "data": {**base["data"], "scheduler": "tcp://10.0.0.2:8786"}}) == results.identity(base)
+    for change in ({"executor": "process", "scheduler": None}, {"lazy_rows": False}):
+        assert results.identity({**base, "data": {**base["data"], **change}}) != results.identity(base)
+
+
 def test_identity_normalises_numbers_and_carries_the_results_version(monkeypatch):
     one = {**CONFIG, "trainer": {**CONFIG["trainer"], "lr": 1}}
     assert results.identity(one) == results.identity({**CONFIG, "trainer": {**CONFIG["trainer"], "lr": 1.0}})

@@ -11,7 +11,9 @@ took, and the load average before and after (``/proc/loadavg``). The problem's b
 
     python benchmarks/bench_ed_reference.py --cases pglib_opf_case6470_rte pglib_opf_case9241_pegase --instances 3
 
-The JSON (``--out``) holds one row per instance and one summary per case; the markdown table goes to stdout.
+``--lazy-only`` times the lazy solves alone, built from the case file without the dense PTDF (for a case whose
+PTDF takes too long to build here); it has no whole LP to compare with. The JSON (``--out``) holds one row per
+instance and one summary per case; the markdown table goes to stdout.
 """
 
 from __future__ import annotations
@@ -76,6 +78,48 @@ def bench_case(case: str, instances: int, seed: int, cache_dir: str | None) -> t
     return summary, rows
 
 
+def dispatch_without_ptdf(case: str):  # noqa: ANN201 - what LazyDispatchSolver and EconomicDispatch.sample read
+    """The dispatch's parts that the lazy solves and the recipe's draws read, from the case file alone (PGLearn's
+    defaults), without the dense PTDF that :class:`~hardlinear.problems.ed.EconomicDispatch` builds (a dense solve:
+    over 40 minutes at case9241 on a loaded 2-core machine). For ``--lazy-only``."""
+    import types
+
+    from hardlinear.problems.dcopf import load_network
+    from hardlinear.problems.ed import LOAD_HIGH, LOAD_LOW, LOAD_NOISE, THERMAL_PENALTY, load_box
+
+    net = load_network(case)
+    part = types.SimpleNamespace(network=net, load_bus=np.flatnonzero(net.pd != 0), limited=np.flatnonzero(net.rate_a > 0),
+                                 load_low=LOAD_LOW, load_high=LOAD_HIGH, load_noise=LOAD_NOISE, uncertainty=1.0)
+    part.centre, part.half_width = load_box(LOAD_LOW, LOAD_HIGH, LOAD_NOISE, 1.0)
+    part.k = len(part.load_bus)
+    part.objective_data = types.SimpleNamespace(c=np.r_[net.cost_c1 * net.base_mva, np.full(len(part.limited), THERMAL_PENALTY)])
+    return part
+
+
+def bench_lazy_only(case: str, instances: int, seed: int) -> tuple[dict, list[dict]]:
+    """The lazy solves alone (no whole LP to compare with): their times, rounds and rows, and the objectives."""
+    from hardlinear.problems.datasets import SPLIT_OFFSETS
+    from hardlinear.problems.ed import EconomicDispatch
+    from hardlinear.problems.ed_reference import LazyDispatchSolver
+
+    part = dispatch_without_ptdf(case)
+    xi = EconomicDispatch.sample(part, instances, generator=torch.Generator().manual_seed(seed + SPLIT_OFFSETS["test"])).numpy()
+    lazy = LazyDispatchSolver(part)
+    load_before, rows = loadavg(), []
+    for i in range(instances):
+        b = lazy.solve(xi[i])
+        if b.status != "optimal":
+            raise RuntimeError(f"{case} instance {i}: lazy {b.status!r}")
+        rows.append({"case": case, "instance": i, "lazy_ms": 1e3 * b.time_s, "rounds": b.rounds, "rows_added": b.rows_added,
+                     "lazy_objective": b.objective})
+        print(f"  {case} #{i}: lazy {rows[-1]['lazy_ms']:.0f} ms ({b.rounds} rounds, {b.rows_added} rows)", file=sys.stderr, flush=True)
+    lazy_ms = [r["lazy_ms"] for r in rows]
+    summary = {"case": case, "instances": instances, "lazy_only": True, "lazy_ms_median": statistics.median(lazy_ms),
+               "lazy_ms_min": min(lazy_ms), "lazy_ms_max": max(lazy_ms), "rounds_max": max(r["rounds"] for r in rows),
+               "rows_added_max": max(r["rows_added"] for r in rows), "loadavg_before": load_before, "loadavg_after": loadavg()}
+    return summary, rows
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--cases", nargs="+", default=["pglib_opf_case1354_pegase", "pglib_opf_case2869_pegase"])
@@ -83,17 +127,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=12345, help="data.test_seed (the test set's draws)")
     p.add_argument("--cache-dir", default=str(REPO / "data" / "cache"), help="where the dense PTDF is cached")
     p.add_argument("--out", default=None, help="JSON file for the rows and summaries")
+    p.add_argument("--lazy-only", action="store_true",
+                   help="the lazy solves alone, from the case file (no dense PTDF, so no whole LP to compare with)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     summaries, rows = [], []
     for case in args.cases:
-        s, r = bench_case(case, args.instances, args.seed, args.cache_dir)
+        s, r = (bench_lazy_only(case, args.instances, args.seed) if args.lazy_only
+                else bench_case(case, args.instances, args.seed, args.cache_dir))
         summaries.append(s)
         rows += r
         print(json.dumps(s), file=sys.stderr, flush=True)
     print("| case | whole LP (median ms) | lazy rows (median ms) | ratio of medians (per-instance min-max) | max rel. objective diff | rounds / rows (max) | load before / after |")
     print("|---|---|---|---|---|---|---|")
     for s in summaries:
+        if s.get("lazy_only"):
+            print(f"| {s['case'].replace('pglib_opf_', '')} | (not solved) | {s['lazy_ms_median']:,.1f} | - | - | "
+                  f"{s['rounds_max']} / {s['rows_added_max']} | {s['loadavg_before']} / {s['loadavg_after']} |")
+            continue
         print(f"| {s['case'].replace('pglib_opf_', '')} | {s['full_ms_median']:,.0f} | {s['lazy_ms_median']:,.1f} | "
               f"{s['ratio_of_medians']:.0f}x ({s['ratio_min']:.0f}-{s['ratio_max']:.0f}) | {s['max_rel_objective_diff']:.1e} | "
               f"{s['rounds_max']} / {s['rows_added_max']} | {s['loadavg_before']} / {s['loadavg_after']} |")

@@ -52,3 +52,61 @@ def test_pick_flows_names_the_modes():
     assert pick_flows("auto", "cuda", lambda: None, lambda: None)[0] == "dense"
     chosen, timings = pick_flows("auto", "cpu", lambda: sum(range(10)), lambda: sum(range(100_000)))
     assert chosen == "sparse" and timings["sparse_s"] < timings["dense_s"]
+
+
+# --- the dispatch's line rows, both ways ------------------------------------------------------------------
+from hardlinear.problems.ed import EconomicDispatch  # noqa: E402
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / (1.0 + b.abs().max()))
+
+
+@pytest.fixture(scope="module", params=["standard", "inequality"])
+def dispatches(request):
+    case = "pglib_opf_case118_ieee"
+    return EconomicDispatch(case, form=request.param, flows="sparse"), EconomicDispatch(case, form=request.param, flows="dense")
+
+
+def _dispatch_points(ed: EconomicDispatch, n: int = 6):
+    gen = torch.Generator().manual_seed(3)
+    xi = ed.sample(n, generator=gen)
+    pmin, pmax = (torch.as_tensor(v) for v in (ed.network.pmin, ed.network.pmax))
+    # within the limits and unbalanced: several lines carry slack
+    pg = pmin + (pmax - pmin) * torch.rand(n, len(pmin), generator=gen, dtype=torch.float64)
+    return xi, pg
+
+
+def test_dispatch_rows_agree_sparse_and_dense(dispatches):
+    sparse, dense = dispatches
+    assert sparse.flow_mode(torch.zeros(1)) == "sparse" and dense.flow_mode(torch.zeros(1)) == "dense"
+    xi, pg = _dispatch_points(sparse)
+    assert _rel(sparse.line_flows(xi, pg), dense.line_flows(xi, pg)) < 1e-12
+    df_s, df_d = sparse.thermal_slack(xi, pg), dense.thermal_slack(xi, pg)
+    assert int((df_d > 0).sum()) > 5  # some lines over their limits
+    assert _rel(df_s, df_d) < 1e-12
+    y_s, y_d = sparse.with_thermal_slack(xi, pg), dense.with_thermal_slack(xi, pg)
+    assert _rel(y_s, y_d) < 1e-12
+    for name in ("eq_resid", "ineq_resid"):
+        assert _rel(getattr(sparse, name)(xi, y_d), getattr(dense, name)(xi, y_d)) < 1e-12, name
+    # the slack makes every line row hold when the rows are evaluated the other way (the rounding guard)
+    n0 = sparse.n_orig
+    assert float(dense.compact_slack(xi, y_s[:, :n0]).min()) >= 0.0 and float(sparse.compact_slack(xi, y_d[:, :n0]).min()) >= 0.0
+
+
+def test_dispatch_gradients_agree_sparse_and_dense(dispatches):
+    sparse, dense = dispatches
+    xi, pg = _dispatch_points(sparse, 3)
+    grads = []
+    for ed in (sparse, dense):
+        p = pg.clone().requires_grad_(True)
+        (ed.with_thermal_slack(xi, p) ** 2).sum().backward()
+        grads.append(p.grad)
+    assert _rel(grads[0], grads[1]) < 1e-12
+
+
+def test_dispatch_flow_setting_is_checked():
+    with pytest.raises(ValueError, match="flows must be one of"):
+        EconomicDispatch("pglib_opf_case14_ieee", flows="fast")
+    auto = EconomicDispatch("pglib_opf_case14_ieee")
+    assert auto.flow_mode(torch.zeros(1)) in ("sparse", "dense") and set(auto.flow_timings) == {"sparse_s", "dense_s"}

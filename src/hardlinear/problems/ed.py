@@ -79,6 +79,7 @@ from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
 from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
+from hardlinear.problems.flows import FLOW_MODES, SparseFlows, pick_flows, susceptance_matrices
 from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
@@ -100,10 +101,7 @@ def ptdf_matrix(net: Network, cache_dir: str | None = None) -> np.ndarray:
     b = branch_susceptance(net, "paper")
 
     def compute() -> np.ndarray:
-        A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (np.r_[np.arange(nl), np.arange(nl)], np.r_[net.f_bus, net.t_bus])), shape=(nl, nb))
-        keep = np.setdiff1d(np.arange(nb), [net.ref])
-        Bf = (sp.diags(b) @ A).tocsc()[:, keep]
-        Bbus = (A.T @ sp.diags(b) @ A).tocsc()[keep][:, keep]
+        Bf, Bbus, keep = susceptance_matrices(np.asarray(net.f_bus), np.asarray(net.t_bus), b, nb, net.ref)
         ptdf = np.zeros((nl, nb))
         ptdf[:, keep] = sla.solve(Bbus.toarray(), Bf.toarray().T, assume_a="sym").T
         return ptdf
@@ -157,16 +155,22 @@ class EconomicDispatch(Problem):
         sampler: str = "pglearn",
         zero_pmin: bool = False,
         network: Network | None = None,
+        flows: str = "auto",
     ) -> None:
         """``cache_dir``: where the PTDF is stored after its first build (None: computed each time); not part of the
         problem, whose arrays are the same either way. ``sampler`` and ``zero_pmin``: the module docstring.
         ``network``: the grid as :meth:`rebuild_arrays` stored it, instead of reading the PGLib case (a checkpoint's
-        reload on the core install)."""
+        reload on the core install). ``flows``: how the line rows are evaluated at run time (:meth:`line_flows`):
+        ``sparse`` (solves with the factor of ``Bbus``), ``dense`` (the PTDF) or ``auto`` (the faster on this case as
+        timed at the first call, dense on a GPU); the same numbers to ~1e-12 relative."""
         if network is not None and network.case != case:
             raise ValueError(f"the given network is {network.case}, not {case}")
         net = network if network is not None else load_network(case)  # first: an unknown case is the error to report
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS} (PGLearn's recipe or the E2ELR paper's); got {sampler!r}")
+        if flows not in FLOW_MODES:
+            raise ValueError(f"flows must be one of {FLOW_MODES} (the line rows through the factor of Bbus, the dense PTDF, or "
+                             f"the faster as timed); got {flows!r}")
         if zero_pmin:
             net = replace(net, pmin=np.zeros_like(net.pmin))  # a copy: load_network's cached case stays as parsed
         if input_set not in INPUT_SETS:
@@ -207,6 +211,10 @@ class EconomicDispatch(Problem):
         self.ptdf = ptdf_matrix(net, cache_dir)
         self.cache_dir = cache_dir
         self.limited = np.flatnonzero(net.rate_a > 0)
+        self.flows, self._flow_choice = flows, {}
+        self.sparse_flows = SparseFlows(net.f_bus, net.t_bus, branch_susceptance(net, "paper"), len(net.bus_ids), net.ref, self.limited)
+        self._injection_buses = np.r_[net.gen_bus, self.load_bus]
+        self._flow_bound = self._sparse_flow_bound()
         family = self._family()
         c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
         super().__init__(family, Objective(c=c), "lp", form, name or default_name(case))
@@ -331,31 +339,90 @@ class EconomicDispatch(Problem):
         """The generator outputs ``pg``; the thermal slack follows from them."""
         return np.arange(self.n_orig)[self.variable_slices()["pg"]]
 
-    def thermal_slack(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
-        """``xi: (B, k), pg: (B, G) -> df: (B, E_lim)``, the smallest slack that makes every line row hold:
-        ``max(|pf| - smax, 0)`` with ``pf = PTDF (Ag pg - pd)``, plus a rounding guard on the lines at or near their
-        limit: the line rows are evaluated by another sum (the family's ``H y - h``), whose rounding could leave a
-        row ``1e-16`` above its bound. Where ``|pf| - smax > -g`` the slack is ``|pf| - smax + g`` (at least 0) with
-        ``g = (terms + 4) eps`` times the row's sum of absolute terms (a bound on either sum's rounding error), so
-        every line row reads ``<= 0`` exactly; at 150,000 $/p.u. the guard costs ~1e-7 $ per congested line. Lines
-        farther than ``g`` inside their limit keep ``df = 0`` exactly. The guard carries no gradient.
+    # --- line flows: through the factor of Bbus or the dense PTDF (``flows``) ------------------------------
+    def flow_mode(self, like: torch.Tensor) -> str:
+        """``"sparse"`` or ``"dense"`` for tensors on ``like``'s device: the ``flows`` setting, or with ``auto`` the
+        faster of the two batch-1 flows as timed on the first call per device type (dense on a GPU:
+        :func:`~hardlinear.problems.flows.pick_flows`); ``flow_timings`` keeps what was measured."""
+        key = like.device.type
+        if key not in self._flow_choice:
+            xi = self.sample(1, torch.Generator().manual_seed(0)).to(like.device)
+            pg = torch.as_tensor(self.network.pmax, dtype=torch.float64, device=like.device)[None]
+            self._flow_choice[key], self.flow_timings = pick_flows(
+                self.flows, like.device, lambda: self._sparse_line_flows(xi, pg), lambda: self._dense_line_flows(xi, pg, keep=False))
+        return self._flow_choice[key]
 
-        The loads' part of the flows depends on ``xi`` alone; it is kept for the last ``xi`` seen
-        (:meth:`_load_flows`), since the proposed method asks twice per batch (before and after its blend)."""
+    def line_flows(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
+        """``xi: (B, k), pg: (B, G) -> pf: (B, E_lim)``, ``PTDF (Ag pg - Al pd(x))`` on the limited lines, in
+        ``pg``'s dtype, differentiable in ``pg`` (and ``xi``)."""
+        if self.flow_mode(pg) == "sparse":
+            return self._sparse_line_flows(xi, pg)
+        return self._dense_line_flows(xi, pg)
+
+    def _sparse_line_flows(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
+        u = torch.cat([pg, -self.loads(xi.to(pg.dtype))], dim=1)
+        return self.sparse_flows.flows(self.sparse_flows.injections(u, self._injection_buses))
+
+    def _dense_line_flows(self, xi: torch.Tensor, pg: torch.Tensor, keep: bool = True) -> torch.Tensor:
         flow_pg = self._tensor("flow_pg", lambda: self.ptdf[self.limited][:, self.network.gen_bus], pg)
-        flow_pg_abs = self._tensor("flow_pg_abs", lambda: np.abs(self.ptdf[self.limited][:, self.network.gen_bus]), pg)
+        if not keep:  # timing: no memo of the loads' part
+            flow_pd = self._tensor("flow_pd", lambda: self.ptdf[self.limited][:, self.load_bus], pg)
+            return pg @ flow_pg.T - self.loads(xi.to(pg.dtype)) @ flow_pd.T
+        return pg @ flow_pg.T - self._load_flows(xi, pg)[0]
+
+    def _sparse_flow_bound(self) -> dict[str, np.ndarray | float]:
+        """What bounds the rounding of a line row when the flows come from the factor: per limited line
+        ``a_e = max_i |PTDF_e,i|`` over the injecting buses (``|PTDF_e| |u| <= a_e ||u||_1``), and the factor's
+        error relative to that bound, measured here on 8 random injections against the dense PTDF (the solve's
+        error depends on Bbus's conditioning, which no a-priori constant states)."""
+        block = self.ptdf[np.ix_(self.limited, self._injection_buses)]
+        a = np.abs(block).max(axis=1) if block.size else np.zeros(len(self.limited))
+        u = torch.randn(8, len(self._injection_buses), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        sparse = self.sparse_flows.flows(self.sparse_flows.injections(u, self._injection_buses)).numpy()
+        dense = u.numpy() @ block.T
+        bound = np.maximum(a[None] * np.abs(u.numpy()).sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        return {"a": a, "solve_error": float((np.abs(sparse - dense) / bound).max()) if block.size else 0.0}
+
+    def _rounding_guard(self, xi: torch.Tensor, pg: torch.Tensor, mode: str) -> torch.Tensor:
+        """``(B, E_lim)``: a bound on the rounding of a line row's evaluation (:meth:`thermal_slack`)."""
         smax = self._tensor("smax", self.network.rate_a[self.limited], pg)
-        load_flow, load_size = self._load_flows(xi, pg)
-        pf = pg @ flow_pg.T - load_flow
+        terms = len(self.network.gen_bus) + len(self.load_bus) + 4
+        eps = torch.finfo(pg.dtype).eps
+        if mode == "dense":
+            flow_pg_abs = self._tensor("flow_pg_abs", lambda: np.abs(self.ptdf[self.limited][:, self.network.gen_bus]), pg)
+            size = pg.abs() @ flow_pg_abs.T + self._load_flows(xi, pg)[1] + smax
+            return terms * eps * size
+        a = self._tensor("flow_bound", self._flow_bound["a"], pg)
+        total = pg.abs().sum(dim=1, keepdim=True) + self.loads(xi.to(pg.dtype)).abs().sum(dim=1, keepdim=True)
+        rel = terms * eps + 4.0 * max(self._flow_bound["solve_error"], eps)
+        return rel * (a * total + smax)
+
+    def thermal_slack(self, xi: torch.Tensor, pg: torch.Tensor, pf: torch.Tensor | None = None) -> torch.Tensor:
+        """``xi: (B, k), pg: (B, G) -> df: (B, E_lim)``, the smallest slack that makes every line row hold:
+        ``max(|pf| - smax, 0)`` with ``pf = PTDF (Ag pg - pd)`` (:meth:`line_flows`; pass ``pf`` when it is at hand),
+        plus a rounding guard on the lines at or near their limit: the line rows may be evaluated by another sum
+        (the family's ``H y - h``, or the other ``flows`` mode), whose rounding could leave a row ``1e-16`` above
+        its bound. Where ``|pf| - smax > -g`` the slack is ``|pf| - smax + g`` (at least 0) with ``g`` a bound on
+        either evaluation's error: ``(terms + 4) eps`` times the row's sum of absolute terms with the dense PTDF;
+        through the factor, that sum bounded by ``a_e (||pg||_1 + ||pd||_1) + smax`` and the factor's measured
+        error added (:meth:`_sparse_flow_bound`). So every line row reads ``<= 0``; at 150,000 $/p.u. the guard
+        costs ~1e-5 $ per congested line at most. Lines farther than ``g`` inside their limit keep ``df = 0``
+        exactly. The guard carries no gradient.
+
+        With the dense PTDF the loads' part of the flows depends on ``xi`` alone; it is kept for the last ``xi``
+        seen (:meth:`_load_flows`), since the proposed method asks twice per batch (before and after its blend)."""
+        mode = self.flow_mode(pg)
+        if pf is None:
+            pf = self.line_flows(xi, pg)
+        smax = self._tensor("smax", self.network.rate_a[self.limited], pg)
         with torch.no_grad():
-            size = pg.abs() @ flow_pg_abs.T + load_size + smax
-            guard = (flow_pg.shape[1] + len(self.load_bus) + 4) * torch.finfo(pg.dtype).eps * size
+            guard = self._rounding_guard(xi, pg, mode)
         over = pf.abs() - smax
         return torch.where(over > -guard, torch.clamp(over + guard, min=0.0), torch.zeros_like(over))
 
     def _load_flows(self, xi: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(PTDF Al pd, |PTDF Al| |pd|)`` over the limited lines, ``(B, E_lim)`` each, in ``like``'s dtype: the
-        loads' part of :meth:`thermal_slack`'s flows and of its rounding bound. The last result is kept with a copy
+        loads' part of the dense flows and of their rounding bound. The last result is kept with a copy
         of its inputs and reused when the next inputs are equal to them (a comparison of ``B k`` numbers against a
         product of ``B k E_lim``); inputs that require grad are never kept."""
         xi = xi.to(like.dtype)
@@ -370,11 +437,52 @@ class EconomicDispatch(Problem):
         self._load_memo = None if xi.requires_grad else (xi.detach().clone(), out)
         return out
 
+    def compact_slack(self, xi: torch.Tensor, y_orig: torch.Tensor, pf: torch.Tensor | None = None) -> torch.Tensor:
+        """``xi: (B, k), y_orig: (B, n_orig) -> h - H y: (B, m_ineq)`` of the compact family: the family's product
+        with the dense PTDF, or with ``flows`` sparse the rows written out (generator limits, the line rows
+        ``smax + df -+ pf``, ``df``) with the flows through the factor."""
+        if self.flow_mode(y_orig) == "dense":
+            return -self.compact.ineq_resid(xi.to(y_orig.dtype), y_orig)
+        net, sl = self.network, self.variable_slices()
+        pg, df = y_orig[:, sl["pg"]], y_orig[:, sl["df"]]
+        pf = self.line_flows(xi, pg) if pf is None else pf
+        free = torch.as_tensor(np.flatnonzero(net.pmin != net.pmax), device=pg.device)
+        lo, hi = (self._tensor(key, v[net.pmin != net.pmax], pg) for key, v in (("pmin_free", net.pmin), ("pmax_free", net.pmax)))
+        smax = self._tensor("smax", net.rate_a[self.limited], pg)
+        pg_free = pg.index_select(1, free)
+        return torch.cat([hi - pg_free, pg_free - lo, smax + df - pf, smax + df + pf, df], dim=1)
+
+    def to_form(self, xi: torch.Tensor, y_orig: torch.Tensor) -> torch.Tensor:
+        """Original variables to the form's: the standard form appends the slacks of :meth:`compact_slack`."""
+        if self.form == "inequality":
+            return y_orig
+        return torch.cat([y_orig, self.compact_slack(xi, y_orig)], dim=1)
+
+    def eq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``G y - g``; in the standard form with sparse flows, its inequality part ``H y0 + s - h`` is
+        ``s - (h - H y0)`` through the factor (the same rows and order as the family's)."""
+        if self.form == "inequality" or self.flow_mode(y) == "dense":
+            return super().eq_resid(xi, y)
+        y0 = y[:, : self.n_orig]
+        return torch.cat([self.compact.eq_resid(xi.to(y.dtype), y0), y[:, self.n_orig :] - self.compact_slack(xi, y0)], dim=1)
+
+    def ineq_resid(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``H y - h``; in the inequality form with sparse flows, through the factor (:meth:`compact_slack`)."""
+        if self.form == "standard" or self.flow_mode(y) == "dense":
+            return super().ineq_resid(xi, y)
+        return -self.compact_slack(xi, y)
+
     def with_thermal_slack(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), pg: (B, G) -> y: (B, n)``: the dispatch ``pg`` in the problem's form, with the smallest
         thermal slack that holds its line rows (:meth:`thermal_slack`): what E2ELR, LDF's derived slack and the
-        repairs below output."""
-        return self.to_form(xi, torch.cat([pg, self.thermal_slack(xi, pg)], dim=1))
+        repairs below output. The flows are computed once for both the slack and the form's slacks."""
+        pf = self.line_flows(xi, pg)
+        y0 = torch.cat([pg, self.thermal_slack(xi, pg, pf)], dim=1)
+        if self.form == "inequality":
+            return y0
+        if self.flow_mode(pg) == "dense":
+            return self.to_form(xi, y0)
+        return torch.cat([y0, self.compact_slack(xi, y0, pf)], dim=1)
 
     def repair_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``xi: (B, k), y: (B, n) -> (B, n)``: ``y`` with each thermal slack lowered to the smallest that holds its
@@ -438,7 +546,7 @@ class EconomicDispatch(Problem):
         """The same dispatch at another uncertainty level (what the rule's search for the largest level builds)."""
         return EconomicDispatch(self.case, self.form, self.load_low, self.load_high, self.load_noise, uncertainty,
                                 self.thermal_penalty, self.name, self.input_set, self.cache_dir, sampler=self.sampler,
-                                zero_pmin=self.zero_pmin)
+                                zero_pmin=self.zero_pmin, flows=self.flows)
 
     def fingerprint(self) -> str:
         """The datasets' cache key (:meth:`Problem.fingerprint`), with E2ELR's sampler and its settings mixed in: its

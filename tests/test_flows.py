@@ -110,3 +110,61 @@ def test_dispatch_flow_setting_is_checked():
         EconomicDispatch("pglib_opf_case14_ieee", flows="fast")
     auto = EconomicDispatch("pglib_opf_case14_ieee")
     assert auto.flow_mode(torch.zeros(1)) in ("sparse", "dense") and set(auto.flow_timings) == {"sparse_s", "dense_s"}
+
+
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+@pytest.mark.parametrize("geometry", ["euclidean", "entropic"])
+def test_dispatch_blend_equals_the_unfused_layer(geometry, form):
+    """Proposed.predict with refine=problem runs DispatchBlend (no dense projection, flows through the factor); the
+    unfused layer gives the same outputs up to the projection's rounding."""
+    from hardlinear.layers.dispatch_blend import DispatchBlend
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    ed = EconomicDispatch("pglib_opf_case14_ieee", form=form, flows="sparse")
+    m = Proposed(refine="problem", slack_repair="both", refine_geometry=geometry, output_scale=True)
+    m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+    m.eval()
+    assert isinstance(m.fused_module(), DispatchBlend)
+    xi = torch.cat([ed.sample(32, torch.Generator().manual_seed(2)), torch.ones(2, ed.k), -torch.ones(2, ed.k)])
+    with torch.no_grad():
+        fast = m.predict(xi).y
+        m.fused_inference = False
+        slow = m.predict(xi).y
+    assert _rel(fast, slow) < 1e-12
+    assert float(ed.ineq_resid(xi, fast).max()) <= 0.0
+
+
+@pytest.mark.parametrize("kind", ["huge", "nan"])
+def test_dispatch_blend_sends_hostile_rows_to_the_layer(kind):
+    """Rows whose refinement is not exact (a NaN output; a huge one, balanced only to its own size's rounding) take
+    the layer's path; the output stays feasible in both forms' rows, evaluated both ways."""
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    ed = EconomicDispatch("pglib_opf_case14_ieee", form="inequality", flows="sparse")
+    m = Proposed(refine="problem", slack_repair="both", refine_geometry="euclidean")
+    m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+    m.eval()
+    xi = ed.sample(16, torch.Generator().manual_seed(4))
+    out = 1e6 * torch.randn(16, ed.n, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    if kind == "nan":
+        out[::3, 1] = float("nan")
+
+    class Fixed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return out[: x.shape[0]] + 0.0 * self.w
+
+    m.net = Fixed()
+    with torch.no_grad():
+        pred = m.predict(xi)
+    assert bool(m.fused_module().last_stats["layer_rows"].any())
+    assert torch.isfinite(pred.y).all()
+    dense = EconomicDispatch("pglib_opf_case14_ieee", form="inequality", flows="dense")
+    for problem in (ed, dense):
+        assert float(problem.ineq_resid(xi, pred.y).max()) <= 0.0
+        assert float((problem.eq_resid(xi, pred.y).abs() / (1.0 + ed.loads(xi).sum(dim=1, keepdim=True))).max()) <= 1e-12

@@ -829,6 +829,10 @@ def fuse(method, rule_tol: float = RULE_TOL) -> nn.Module:
 
     Both map ``xi -> y`` like ``method(xi)`` at inference and expose ``stats(keys)`` and ``last_stats``.
     """
+    from hardlinear.layers.dispatch_blend import DispatchBlend, dispatch_blend_reason
+
+    if dispatch_blend_reason(method) is None:  # the dispatch with refine=problem: its own path through the factor
+        return DispatchBlend(method)
     chosen = method.unfusable_reason()  # an option of the method (a refinement): its documented path, no news
     try:
         if chosen is not None:

@@ -332,7 +332,7 @@ class Proposed(Method):
             fused = self.fused_module()
             y = fused(xi)
             stats = fused.stats(keys)
-            if self.slack_repair:
+            if self.slack_repair and not getattr(fused, "repairs_slack", False):
                 y = self.problem.repair_slack(xi.to(y.dtype), y)
         else:
             y = self(xi)

@@ -506,6 +506,10 @@ class EconomicDispatch(Problem):
           half_range``, the raw network output under ``method.output_scale``) and taken to the Bregman projection
           of ``pmin + range * sigmoid(logit)`` (:func:`~hardlinear.problems.dispatch_projection.entropic_box_sum`):
           every generator strictly inside its limits, the map smooth."""
+        return self.with_thermal_slack(xi, self.refined_dispatch(xi, y, geometry))
+
+    def refined_dispatch(self, xi: torch.Tensor, y: torch.Tensor, geometry: str = "euclidean") -> torch.Tensor:
+        """``(B, k), (B, n) -> pg: (B, G)``: :meth:`exact_refinement`'s dispatch, before its thermal slack."""
         net, sl = self.network, self.variable_slices()
         pg = y[:, sl["pg"]]
         fixed = net.pmin == net.pmax
@@ -521,7 +525,7 @@ class EconomicDispatch(Problem):
             raise ValueError(f"geometry must be one of {REFINE_GEOMETRIES}; got {geometry!r}")
         pg = pmin.expand_as(pg).clone()
         pg[:, free] = pg_free
-        return self.with_thermal_slack(xi, pg)
+        return pg
 
     # --- reference solves -------------------------------------------------------------------------
     def resolve_lazy_rows(self, lazy_rows: bool | None, solver: str) -> bool:

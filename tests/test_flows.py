@@ -24,7 +24,7 @@ def test_sparse_flows_equal_the_dense_ptdf(case):
     buses = np.r_[net.gen_bus, np.flatnonzero(net.pd != 0)]  # several entries per bus, the reference bus among them
     assert net.ref in buses
     u = torch.randn(7, len(buses), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    sparse = flows.flows(flows.injections(u, buses))
+    sparse = flows.flows(u, buses)
     dense = u @ torch.as_tensor(ptdf[:, buses]).T
     scale = (u.abs() @ torch.as_tensor(np.abs(ptdf[:, buses])).T).amax()
     assert float((sparse - dense).abs().max() / scale) < 1e-12
@@ -35,13 +35,13 @@ def test_sparse_flows_gradient_is_the_ptdf_transpose():
     flows, _, net = _flows("pglib_opf_case14_ieee")
     buses = np.r_[net.gen_bus, np.flatnonzero(net.pd != 0)]
     u = torch.randn(3, len(buses), dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda v: flows.flows(flows.injections(v, buses)), (u,), eps=1e-6, atol=1e-9)
+    assert torch.autograd.gradcheck(lambda v: flows.flows(v, buses), (u,), eps=1e-6, atol=1e-9)
 
 
 def test_float32_inputs_come_back_float32():
     flows, ptdf, net = _flows("pglib_opf_case14_ieee")
     u = torch.ones(2, len(net.gen_bus))
-    out = flows.flows(flows.injections(u, net.gen_bus))
+    out = flows.flows(u, net.gen_bus)
     assert out.dtype == torch.float32
     np.testing.assert_allclose(out[0].numpy(), ptdf[:, net.gen_bus].sum(axis=1), rtol=1e-5, atol=1e-6)
 
@@ -168,3 +168,22 @@ def test_dispatch_blend_sends_hostile_rows_to_the_layer(kind):
     for problem in (ed, dense):
         assert float(problem.ineq_resid(xi, pred.y).max()) <= 0.0
         assert float((problem.eq_resid(xi, pred.y).abs() / (1.0 + ed.loads(xi).sum(dim=1, keepdim=True))).max()) <= 1e-12
+
+
+def test_factor_falls_back_to_lu_where_bbus_is_not_positive_definite():
+    """A negative series reactance makes Bbus indefinite: CHOLMOD's factor is refused, SuperLU's solves it."""
+    import scipy.sparse as sp
+
+    from hardlinear.problems.flows import SusceptanceFactor, susceptance_matrices
+
+    net = load_network("pglib_opf_case14_ieee")
+    b = branch_susceptance(net, "paper").copy()
+    _, Bbus, _ = susceptance_matrices(net.f_bus, net.t_bus, b, len(net.bus_ids), net.ref)
+    assert SusceptanceFactor(Bbus).kind == "cholmod"
+    b[0] = -3.0 * b.max()
+    _, bad, _ = susceptance_matrices(net.f_bus, net.t_bus, b, len(net.bus_ids), net.ref)
+    assert np.linalg.eigvalsh(bad.toarray()).min() < 0
+    factor = SusceptanceFactor(bad)
+    assert factor.kind == "superlu"
+    p = torch.randn(3, bad.shape[0], dtype=torch.float64)
+    np.testing.assert_allclose(factor.solve(p).numpy(), sp.linalg.spsolve(bad.tocsc(), p.numpy().T).T, rtol=1e-10, atol=1e-10)

@@ -361,7 +361,7 @@ class EconomicDispatch(Problem):
 
     def _sparse_line_flows(self, xi: torch.Tensor, pg: torch.Tensor) -> torch.Tensor:
         u = torch.cat([pg, -self.loads(xi.to(pg.dtype))], dim=1)
-        return self.sparse_flows.flows(self.sparse_flows.injections(u, self._injection_buses))
+        return self.sparse_flows.flows(u, self._injection_buses)
 
     def _dense_line_flows(self, xi: torch.Tensor, pg: torch.Tensor, keep: bool = True) -> torch.Tensor:
         flow_pg = self._tensor("flow_pg", lambda: self.ptdf[self.limited][:, self.network.gen_bus], pg)
@@ -378,7 +378,7 @@ class EconomicDispatch(Problem):
         block = self.ptdf[np.ix_(self.limited, self._injection_buses)]
         a = np.abs(block).max(axis=1) if block.size else np.zeros(len(self.limited))
         u = torch.randn(8, len(self._injection_buses), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-        sparse = self.sparse_flows.flows(self.sparse_flows.injections(u, self._injection_buses)).numpy()
+        sparse = self.sparse_flows.flows(u, self._injection_buses).numpy()
         dense = u.numpy() @ block.T
         bound = np.maximum(a[None] * np.abs(u.numpy()).sum(axis=1, keepdims=True), np.finfo(float).tiny)
         return {"a": a, "solve_error": float((np.abs(sparse - dense) / bound).max()) if block.size else 0.0}

@@ -187,3 +187,15 @@ def test_factor_falls_back_to_lu_where_bbus_is_not_positive_definite():
     assert factor.kind == "superlu"
     p = torch.randn(3, bad.shape[0], dtype=torch.float64)
     np.testing.assert_allclose(factor.solve(p).numpy(), sp.linalg.spsolve(bad.tocsc(), p.numpy().T).T, rtol=1e-10, atol=1e-10)
+
+
+def test_sparse_guard_stays_at_rounding_size():
+    """The factor's measured error is relative to every line's scale: a line that no injection moves (its PTDF row
+    zero, as on one line of case89 and several of case1354) must not blow it up (it read 1e295 when measured per
+    line)."""
+    ed = EconomicDispatch("pglib_opf_case89_pegase", form="inequality", flows="sparse")
+    assert (ed._flow_bound["a"] == 0).any()
+    assert ed._flow_bound["solve_error"] < 1e-12
+    xi, pg = _dispatch_points(ed, 4)
+    guard = ed._rounding_guard(xi, pg, "sparse")
+    assert float(guard.max()) < 1e-9

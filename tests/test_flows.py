@@ -199,3 +199,17 @@ def test_sparse_guard_stays_at_rounding_size():
     xi, pg = _dispatch_points(ed, 4)
     guard = ed._rounding_guard(xi, pg, "sparse")
     assert float(guard.max()) < 1e-9
+
+
+def test_sparse_slack_is_the_guarded_maximum():
+    """thermal_slack's four-pass form (sparse flows) equals max(|pf| - smax + g, 0) where |pf| - smax > -g, else 0."""
+    ed = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="sparse")
+    xi, pg = _dispatch_points(ed, 5)
+    pf = ed.line_flows(xi, pg)
+    smax = torch.as_tensor(ed.network.rate_a[ed.limited])
+    guard = ed._rounding_guard(xi, pg, "sparse")
+    over = pf.abs() - smax
+    expected = torch.where(over > -guard, torch.clamp(over + guard, min=0.0), torch.zeros_like(over))
+    got = ed.thermal_slack(xi, pg, pf)
+    assert int((got > 0).sum()) > 5 and int((got == 0).sum()) > 5
+    assert float((got - expected).abs().max()) <= 4 * torch.finfo(torch.float64).eps * float(smax.max())

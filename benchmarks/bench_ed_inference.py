@@ -1,15 +1,25 @@
-"""Batch-1 and batch-1024 inference of E2ELR and the proposed method on the economic dispatch (issue 42, item 4).
+"""Batch-1 and batch-1024 inference of E2ELR and the proposed method on the economic dispatch (issues 42 and 57):
+each before and after the line rows went through the factor of ``Bbus``, beside its floor and the reference solve.
 
 Why a benchmark of its own: the runs' own ``test/time_ms`` was taken while other jobs shared the 2 cores, at
-different loads for different runs, and their throughput at batch 4096; the issue asks for batch 1 and 1024 on
+different loads for different runs, and their throughput at batch 4096; the issues ask for batch 1 and 1024 on
 one footing. Here every (case, method) is timed in one process, one after another, one thread, from the
-configuration the runs used (``conf/problem_method/ed_<method>.yaml``: network, dtype, method options), with the
-decision rule from the cache the runs filled. The weights are freshly initialised: neither method's inference
-does work that depends on the weights' values (E2ELR's repairs and the proposed layer run the same operations
-whatever ``alpha`` comes out), so a trained network costs the same.
+configuration the runs used (``conf/problem_method/ed_<method>.yaml``: network, dtype, method options; the
+inequality form, ``--problem-overrides``), with the decision rule from ``--cache-dir``.
 
-    python benchmarks/bench_ed_inference.py --cases pglib_opf_case14_ieee pglib_opf_case118_ieee \\
-        --proposed-variants '' 'method.refine=problem' --out results/ed/inference.json
+Per row, in one process: **before** (``problem.flows=dense`` and, for the proposed method, the unfused layer: the
+code before issue 57) and **after** (``problem.flows`` as configured, ``auto`` by default: the faster of the sparse
+factor and the dense PTDF as timed on the case, and the proposed method's dispatch path,
+:mod:`hardlinear.layers.dispatch_blend`); the largest difference of their outputs; the measured floor
+(:func:`floors.dispatch_floor`: the network, one sparse flow solve, the method's own passes) and the ratio to it;
+the reference LP's time per instance from the committed records (``data/ref_solve_ms``, every distinct value).
+
+The weights are freshly initialised. E2ELR's repairs run the same operations whatever the weights; the proposed
+method's entropic map iterates until its balance converges (typically 5-10 steps, data-dependent), so a trained
+network's count can differ; with the refinement exact, no row reaches the layer either way.
+
+    python benchmarks/bench_ed_inference.py --cases pglib_opf_case1354_pegase pglib_opf_case2869_pegase \
+        --proposed-variants 'method.rule_solver=rank_one' --out results/ed/latency_flows.json
 
 Batch 1: ``--instances`` inputs one at a time, each timed; median and interquartile range. Batch 1024:
 ``--repeats`` calls on one batch; median. A method that cannot be set up on a case (no rule) is a row saying why.
@@ -24,6 +34,8 @@ from hardlinear.runtime.threads import size_native_pools
 size_native_pools(1)
 
 import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -33,11 +45,52 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
+import floors  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
 
 METHODS = ("e2elr", "proposed")
 
 
+def reference_solve_ms(case: str, root: Path = REPO / "results" / "ed") -> list[float]:
+    """``data/ref_solve_ms`` (the reference LP's time per instance, as the runs recorded it) of every committed dispatch
+    record of ``case``, distinct values: the reference the proxies are compared with."""
+    found = set()
+    for path in root.glob("records*/*/record.json"):
+        record = json.loads(path.read_text())
+        value = record.get("row", {}).get("data/ref_solve_ms")
+        if record.get("config", {}).get("problem", {}).get("case") == case and value is not None:
+            found.add(float(value))
+    return sorted(found)
+
+
+def _latency(m, xi: torch.Tensor, args: argparse.Namespace) -> dict:
+    """Batch 1 (``instances`` inputs one at a time: median and interquartile range) and batch ``args.batch`` (median
+    of ``repeats`` calls)."""
+    for i in range(args.warmup):
+        m.predict(xi[i : i + 1])
+    times = []
+    for i in range(args.instances):
+        t0 = time.perf_counter()
+        m.predict(xi[i : i + 1])
+        times.append(1e3 * (time.perf_counter() - t0))
+    q = statistics.quantiles(times, n=4)
+    median_s, calls = common.median_time(lambda: m.predict(xi[: args.batch]), "cpu", args.repeats, 1)
+    return {"batch1_ms": statistics.median(times), "batch1_iqr_ms": q[2] - q[0], "batchN_ms": 1e3 * median_s, "calls": calls}
+
+
+def _floor(m, xi: torch.Tensor, args: argparse.Namespace) -> dict:
+    """:func:`floors.dispatch_floor` at batch 1 and batch ``args.batch``, in ms."""
+    out = {}
+    for label, batch in (("batch1", xi[:1]), ("batchN", xi[: args.batch])):
+        repeats = args.instances if batch.shape[0] == 1 else args.repeats
+        pieces = floors.dispatch_floor(m, batch, lambda fn, r=repeats: common.median_time(fn, "cpu", r, 2)[0])
+        out.update({f"{label}_{key.removesuffix('_s')}_ms": 1e3 * v for key, v in pieces.items()})
+    return out
+
+
 def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple[str, ...] = ()) -> dict:
+    overrides = (*args.problem_overrides.split(), *overrides)
     cfg, problem, dtype, m, failure = common.setup_ed_method(case, method, overrides, args.cache_dir)
     row = {"case": case.replace("pglib_opf_", ""), "method": method, "k": problem.k, "n": problem.n}
     if m is None:
@@ -48,20 +101,38 @@ def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple
         [f"input_set={problem.input_set}"] if getattr(problem, "input_set", "box") != "box" else [])
     row["variant"] = " ".join(v for v in (m.describe().get("variant", ""), *extra) if v)
     xi = problem.sample(max(args.instances, args.batch), generator=torch.Generator().manual_seed(1)).to(dtype)
+    setting = problem.flows
     with torch.no_grad():
-        for i in range(args.warmup):
-            m.predict(xi[i : i + 1])
-        times = []
-        for i in range(args.instances):
-            t0 = time.perf_counter()
-            m.predict(xi[i : i + 1])
-            times.append(1e3 * (time.perf_counter() - t0))
-        q = statistics.quantiles(times, n=4)
-        batch = xi[: args.batch]
-        median_s, calls = common.median_time(lambda: m.predict(batch), "cpu", args.repeats, 1)
-    return {**row, "status": "ok", "batch1_ms": statistics.median(times), "batch1_iqr_ms": q[2] - q[0],
-            f"batch{args.batch}_ms": 1e3 * median_s, f"batch{args.batch}_us_per_instance": 1e6 * median_s / args.batch,
-            "calls": calls}
+        # before: the dense PTDF and the unfused layer (this commit's parent); after: the setting (auto: timed per
+        # case) and the dispatch's own inference path (hardlinear.layers.dispatch_blend)
+        problem.flows, problem._flow_choice, fused = "dense", {}, getattr(m, "fused_inference", None)
+        if fused is not None:
+            m.fused_inference = False
+        before = _latency(m, xi, args)
+        y_before = m.predict(xi[: args.batch]).y
+        problem.flows, problem._flow_choice = setting, {}
+        if fused is not None:
+            m.fused_inference = fused
+        after = _latency(m, xi, args)
+        y_after = m.predict(xi[: args.batch]).y
+        chosen = problem.flow_mode(xi)
+        floor = _floor(m, xi, args)
+    ref = reference_solve_ms(case)
+    out = {**row, "status": "ok", "flows": f"{setting} -> {chosen}", **getattr(problem, "flow_timings", {}),
+           **{f"before_{k}": v for k, v in before.items()}, **after, **floor,
+           "outputs_max_rel_diff": float((y_after - y_before).abs().max() / (1.0 + y_before.abs().max())),
+           "ref_solve_ms": ref}
+    for label in ("batch1", "batchN"):
+        out[f"{label}_floor_ratio"] = out[f"{label}_ms"] / out[f"{label}_floor_ms"]
+    if ref:
+        out["speedup_vs_ref_batch1"] = min(ref) / out["batch1_ms"]
+    return out
+
+
+def describe(r: dict) -> str:
+    return (f"flows {r['flows']}: batch 1 {r['before_batch1_ms']:.2f} -> {r['batch1_ms']:.2f} ms (floor {r['batch1_floor_ms']:.2f}), "
+            f"batch N {r['before_batchN_ms']:.1f} -> {r['batchN_ms']:.1f} ms (floor {r['batchN_floor_ms']:.1f}); reference "
+            f"{r['ref_solve_ms']} ms; outputs differ by {r['outputs_max_rel_diff']:.1e}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,12 +147,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--proposed-variants", nargs="+", default=[""], metavar="OVERRIDES",
                    help="the proposed method's variants to time, each a space-separated list of Hydra overrides "
                         "('' is conf/problem_method/ed_proposed.yaml as it is), e.g. '' 'method.refine=problem'")
+    p.add_argument("--problem-overrides", default="problem.form=inequality",
+                   help="Hydra overrides for every method's problem (the study's runs used the inequality form)")
     p.add_argument("--out", default="results/ed/inference.json")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     env = common.environment("cpu", 1)
-    rows = common.ed_rows(args, time_case, lambda r: f"batch 1 {r['batch1_ms']:.3f} ms, batch {args.batch} {r[f'batch{args.batch}_ms']:.2f} ms",
-                          "ed inference")
+    env["loadavg_start"] = os.getloadavg()
+    rows = common.ed_rows(args, time_case, describe, "ed inference")
+    env["loadavg_end"] = os.getloadavg()
     common.write_rows(args.out, env, vars(args), rows, "ed inference")
 
 

@@ -311,6 +311,40 @@ def fsnet(method, iterations: float, line_search: float | None = None) -> Floor:
     return f.add("slope and the new pair's rho", 2.0 * n * iterations, dtype)
 
 
+def dispatch_floor(method, xi: torch.Tensor, seconds: Callable[[Callable[[], object]], float]) -> dict[str, float]:
+    """The economic dispatch's floor for the batch ``xi``, measured: what a dispatch proxy cannot avoid, each piece
+    timed alone by ``seconds(fn)`` (the caller's median): its network's forward, one solve of the line flows through
+    the factor of ``Bbus`` (:mod:`hardlinear.problems.flows`: the line rows need at least one), and its own passes
+    (E2ELR: the bound and balance repairs; the proposed method with ``refine=problem``: the map onto the limits and
+    the balance, ``EconomicDispatch.refined_dispatch``). Keys: the pieces' seconds and ``floor_s``, their sum.
+
+    Why measured, not counted (:class:`Floor`): the sparse solve's cost is its factor's fill and memory traffic, and
+    the proposed map iterates a data-dependent number of steps; a count of multiply-adds would hide both."""
+    from hardlinear.layers.network import run_net
+    from hardlinear.layers.peers.e2elr import bound_repair, proportional_response
+
+    problem = method.problem
+    dtype = getattr(method, "layer_dtype", torch.float64)
+    xw = xi.to(dtype)
+    with torch.no_grad():
+        out = run_net(method.net, xi).to(dtype)
+        pieces = {"network_s": seconds(lambda: run_net(method.net, xi))}
+        if type(method).__name__ == "E2ELR":
+            def own() -> object:
+                pg = bound_repair(out, method.pmin, method.pmax, method.bound_repair)
+                return proportional_response(pg, problem.loads(xw).sum(dim=1), method.pmin, method.pmax)
+            pg = own()[0]
+        else:
+            geometry = getattr(method, "refine_geometry", "euclidean")
+            def own() -> object:
+                return problem.refined_dispatch(xw, out, geometry)
+            pg = own()
+        pieces["own_passes_s"] = seconds(own)
+        pieces["flows_s"] = seconds(lambda: problem._sparse_line_flows(xw, pg))
+    pieces["floor_s"] = sum(pieces.values())
+    return pieces
+
+
 DERIVATIONS: dict[str, Callable[..., Floor]] = {
     "BareMLP": mlp,
     "Proposed": proposed,

@@ -1,0 +1,41 @@
+"""The dispatch latency benchmark (benchmarks/bench_ed_inference.py): before and after the sparse flows in one
+row, its measured floor, and the reference solve read from the committed records."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_ed_inference
+
+    return bench_ed_inference
+
+
+def test_rows_hold_before_after_floor_and_reference(bench, tmp_path):
+    out = tmp_path / "ed_inference.json"
+    bench.main(["--cases", "pglib_opf_case14_ieee", "--instances", "4", "--repeats", "2", "--warmup", "1", "--batch", "16",
+                "--cache-dir", str(tmp_path), "--problem-overrides", "problem.form=inequality problem.flows=sparse",
+                "--out", str(out)])
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert [r["method"] for r in rows] == ["e2elr", "proposed"] and all(r["status"] == "ok" for r in rows)
+    for r in rows:
+        assert r["flows"] == "sparse -> sparse"
+        for label in ("batch1", "batchN"):
+            pieces = [r[f"{label}_{p}_ms"] for p in ("network", "own_passes", "flows")]
+            assert all(p > 0 for p in pieces) and r[f"{label}_floor_ms"] == pytest.approx(sum(pieces))
+            assert r[f"{label}_floor_ratio"] == pytest.approx(r[f"{label}_ms"] / r[f"{label}_floor_ms"])
+            assert r[f"before_{label}_ms"] > 0
+        assert r["outputs_max_rel_diff"] < 1e-9  # the dense path and the factor give the same dispatch
+        # case14's committed records carry their reference solve time
+        assert r["ref_solve_ms"] == bench.reference_solve_ms("pglib_opf_case14_ieee") and r["ref_solve_ms"]
+    assert len(data["environment"]["loadavg_start"]) == 3

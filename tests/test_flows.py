@@ -213,3 +213,15 @@ def test_sparse_slack_is_the_guarded_maximum():
     got = ed.thermal_slack(xi, pg, pf)
     assert int((got > 0).sum()) > 5 and int((got == 0).sum()) > 5
     assert float((got - expected).abs().max()) <= 4 * torch.finfo(torch.float64).eps * float(smax.max())
+
+
+def test_smallest_slack_is_the_slacks_minimum(dispatches):
+    sparse, dense = dispatches
+    xi, pg = _dispatch_points(sparse)
+    y0 = sparse.with_thermal_slack(xi, pg)[:, : sparse.n_orig].clone()
+    g = int(np.flatnonzero(sparse.network.pmin != sparse.network.pmax)[0])
+    y0[0, g] = float(sparse.network.pmax[g]) + 1.0  # a generator over its limit
+    y0[1, sparse.n_orig - 1] = -0.5  # a negative thermal slack
+    for ed in (sparse, dense):
+        assert _rel(ed.smallest_slack(xi, y0), dense.compact_slack(xi, y0).amin(dim=1)) < 1e-12
+    assert float(sparse.smallest_slack(xi, y0)[:2].max()) < 0

@@ -68,13 +68,15 @@ class DispatchBlend(nn.Module):
         pg = problem.refined_dispatch(xw, run_net(m.net, xi).to(work), m.refine_geometry)
         pf = problem.line_flows(xw, pg)
         y = torch.cat([pg, problem.thermal_slack(xw, pg, pf)], dim=1)
-        slack = problem.compact_slack(xw, y, pf)
         if problem.form == "standard":
-            y = torch.cat([y, slack], dim=1)
+            slack = problem.compact_slack(xw, y, pf)
+            y, smallest = torch.cat([y, slack], dim=1), slack.amin(dim=1)
+        else:
+            smallest = problem.smallest_slack(xw, y, pf)
         with torch.no_grad():
             demand = problem.loads(xw).sum(dim=1)
             balance = (pg.sum(dim=1) - demand).abs() <= BALANCE_ULPS * torch.finfo(work).eps * (pg.abs().sum(dim=1) + demand.abs())
-            keep = torch.isfinite(y).all(dim=1) & balance & (slack.amin(dim=1) >= 0)
+            keep = torch.isfinite(y).all(dim=1) & balance & (smallest >= 0)
         alpha = y.new_zeros(y.shape[0])
         if not bool(keep.all()):  # the layer's own path (projection, blend, repair) for the rows that need it
             rows = torch.nonzero(~keep).squeeze(1)

@@ -386,11 +386,12 @@ def test_setting_a_mandatory_key_is_not_an_unknown_key():
 
 
 def test_a_key_only_another_option_of_the_group_has_names_that_option():
-    """trainer.time_budget_s exists in trainer=budget_120s, not in the default trainer: the fix is that option."""
+    """trainer.time_budget_s exists in trainer=budget_120s, not in the trainer the run takes (the default method's
+    own, trainer=tuned: the message names the choice the method made): the fix is that option."""
     missing, ok = _override_errors_in_a_fresh_process(
         ["problem=dc3_qp", "trainer.time_budget_s=300"], ["trainer=budget_120s", "trainer.time_budget_s=300"]
     )
-    assert "trainer=default has no such key; trainer=budget_120s sets it" in missing
+    assert "trainer=tuned has no such key; trainer=budget_120s sets it" in missing
     assert "trainer=budget_120s trainer.time_budget_s=300" in missing and "nothing reads" not in missing
     assert ok == "[]"
 

@@ -43,7 +43,7 @@ def test_a_method_that_does_not_pretrain_is_not_refused(method):
 
 
 def test_an_explicit_epochs_cuts_pretraining_to_the_schedules_share_and_says_so():
-    overrides = ["problem=dcopf_118", "method=proposed", "trainer.epochs=30"]
+    overrides = ["problem=dcopf_118", "method=proposed", "trainer=default", "trainer.epochs=30"]  # the paper's schedule
     cfg = _cfg(overrides)
     with pytest.raises(ConfigError, match=r"pretrain_epochs \(100\) cannot exceed trainer.epochs \(30\)"):
         validate_config(cfg)  # as composed, the schedule's 100 pre-training epochs do not fit
@@ -63,8 +63,10 @@ def test_both_set_and_contradictory_is_still_refused():
 
 
 def test_no_epochs_on_the_command_line_changes_nothing():
-    cfg = _cfg(["method=proposed"])
-    assert fit_pretraining(cfg, ["method=proposed"]) == "" and cfg.trainer.pretrain_epochs == 100
+    cfg = _cfg(["method=proposed", "trainer=default"])
+    assert fit_pretraining(cfg, ["method=proposed", "trainer=default"]) == "" and cfg.trainer.pretrain_epochs == 100
+    cfg = _cfg(["method=proposed"])  # the method's own trainer (conf/trainer/tuned.yaml): 20 epochs of pre-training
+    assert fit_pretraining(cfg, ["method=proposed"]) == "" and cfg.trainer.pretrain_epochs == 20
 
 
 def test_epochs_text_says_the_budget_stopped_it_in_whole_epochs():

@@ -109,15 +109,15 @@ def test_bad_options_are_refused(options, message):
 
 def test_the_config_checks_the_options_and_they_enter_the_identity_only_when_set():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        plain = compose(config_name="config")
+        plain = compose(config_name="config", overrides=["trainer=default"])  # the paper's trainer, which lacks them
         assert "plateau_factor" not in plain.trainer  # not in conf/trainer: existing runs keep their identity
         for bad, said in ((["+trainer.plateau_factor=2"], "trainer.plateau_factor must be in (0, 1); got 2"),
                           (["+trainer.early_stop_patience=0"], "trainer.early_stop_patience must be >= 1"),
                           (["+trainer.time_cap_min=-1"], "trainer.time_cap_min must be > 0"),
                           (["+trainer.plateau_factor=0.1", "+trainer.schedule=cosine"], "trainer.schedule='cosine'")):
             with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
-                validate_config(compose(config_name="config", overrides=bad))
-        good = compose(config_name="config", overrides=["+trainer.plateau_factor=0.1", "+trainer.early_stop_patience=20",
+                validate_config(compose(config_name="config", overrides=["trainer=default", *bad]))
+        good = compose(config_name="config", overrides=["trainer=default", "+trainer.plateau_factor=0.1", "+trainer.early_stop_patience=20",
                                                        "+trainer.time_cap_min=150", "+network.dropout=0.2"])
         validate_config(good)
     from omegaconf import OmegaConf

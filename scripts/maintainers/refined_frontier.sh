@@ -19,4 +19,4 @@ run() {  # $1: a name for the sweep folder, the rest: overrides
 run dc3_qp-eq problem=dc3_qp problem.num_eq=10,30,50,70,90
 run dc3_qp-ineq problem=dc3_qp problem.num_ineq=10,30,70,90
 run dc3_nonconvex problem=dc3_nonconvex
-run dcopf-portfolio problem=dcopf_14,dcopf_57,dcopf_118,portfolio
+run dcopf-portfolio problem=dcopf_14,dcopf_57,dcopf_118,portfolio trainer=default   # as measured: the paper's trainer (not the method's own, conf/trainer/tuned.yaml)

@@ -78,8 +78,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "hardlinear run", config
     return 1 if sweep_failed() else 0  # a sweep with a failed job is not a success
 
 
-def run_task(cfg: Any) -> None:
-    """Hydra's task function: one job (a run, or one run of a sweep) from its composed ``cfg``."""
+def run_task(cfg: Any) -> float | None:
+    """Hydra's task function: one job (a run, or one run of a sweep) from its composed ``cfg``. In a
+    hyperparameter search (a config with ``search.metric``: conf/hparams_search/) it returns the run's value of that
+    metric, which the sweeper minimises (:mod:`hardlinear.harness.search`); otherwise None."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -102,7 +104,7 @@ def run_task(cfg: Any) -> None:
         if note:
             print(f"[hardlinear] {note}", flush=True)
         if hc.mode == RunMode.MULTIRUN:
-            run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
+            row = run_in_sweep(cfg, hc.runtime.output_dir)  # a failing run is recorded and the sweep goes on
         else:
             row = run(cfg, hc.runtime.output_dir)
             if row is not None and row.get("status") == "ok":  # what to do next, with this run's own paths
@@ -129,3 +131,7 @@ def run_task(cfg: Any) -> None:
             raise
         print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
         sys.exit(1)
+    from hardlinear.harness.search import search_metric, search_objective
+
+    metric = search_metric(cfg)
+    return None if metric is None else search_objective(row, metric)

@@ -60,14 +60,14 @@ DEFAULT_STUDY = "default"
 
 NON_IDENTITY_KEYS: tuple[str, ...] = (
     "hydra", "logger", "progress", "trainer.progress", "results_dir", "rerun", "study", "experiment", "cache_dir",
-    "data.scheduler",
+    "data.scheduler", "search",
 )
 """Dotted config keys that cannot change a result and so are left out of a run's identity: Hydra's own
 bookkeeping, the logger choice, progress bars, where records are looked for (``results_dir``), the rerun flag,
 the study and experiment names (labels), ``cache_dir`` (the caches are keyed by content and checksummed,
-so any location gives the same data), and ``data.scheduler`` (a dask cluster's address: the same solutions on any
-cluster, and a restarted cluster has a new address; ``data.executor``, like ``data.workers``, still counts). Every
-other key of the resolved config counts."""
+so any location gives the same data), ``data.scheduler`` (a dask cluster's address: the same solutions on any
+cluster, and a restarted cluster has a new address; ``data.executor``, like ``data.workers``, still counts) and
+``search`` (the metric a hyperparameter search minimises). Every other key of the resolved config counts."""
 
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "problem", "objective", "form", "uncertainty", "method", "variant", "seed", "penalty", "pretrain_epochs",

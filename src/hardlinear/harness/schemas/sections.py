@@ -25,16 +25,25 @@ from hardlinear.harness.schemas.tables import (
     PROBLEM_NONE_PASSED,
     PROBLEM_RANGES,
     PROBLEM_SEQUENCES,
+    SEARCH_TOP_LEVEL,
     TOP_LEVEL,
     TRAINER_RANGES,
     Range,
 )
 
 
+def _check_search(check: _Checker, search: Any) -> None:
+    """A hyperparameter search's section (conf/hparams_search/): ``metric``, the row key the sweeper minimises."""
+    if not isinstance(search, dict) or set(search) - {"metric"}:
+        check.error(f"search must be a mapping with the one key 'metric' (a key of the run's row, e.g. val/gap_mean); got {search!r}")
+    elif not isinstance(search.get("metric", "val/gap_mean"), str) or not search.get("metric", "val/gap_mean"):
+        check.error(f"search.metric must name a key of the run's row (e.g. val/gap_mean); got {search.get('metric')!r}")
+
+
 def _check_top(check: _Checker, data: dict, stored: bool = False) -> None:
     """The top level and its small sections. ``stored``: a checkpoint's config, where a key it lacks is not an
     error (older runs; the loader applies the default) and ``content`` (the digests of its files) belongs."""
-    valid = list(TOP_LEVEL) + list(OPTIONAL_TOP_LEVEL) + (["content"] if stored else [])
+    valid = list(TOP_LEVEL) + list(OPTIONAL_TOP_LEVEL) + list(SEARCH_TOP_LEVEL) + (["content"] if stored else [])
     for key in data:
         if key in RENAMED_KEYS:
             check.error(RENAMED_KEYS[key])
@@ -45,6 +54,8 @@ def _check_top(check: _Checker, data: dict, stored: bool = False) -> None:
     for key in () if stored else TOP_LEVEL:
         if key not in data:
             check.error(f"config is missing the top-level key {key!r} (conf/config.yaml sets it)")
+    if "search" in data:
+        _check_search(check, data["search"])
     present = {k: v for k, v in data.items() if k in TOP_LEVEL}
     ok = check.check_section(
         "",

@@ -73,6 +73,7 @@ TOP_LEVEL: dict[str, tuple[Any, Range | tuple | None]] = {
     "trainer": (dict, None),
 }
 OPTIONAL_TOP_LEVEL = ("hydra",)  # present only when a caller composes with return_hydra_config=True
+SEARCH_TOP_LEVEL = ("search",)  # present in a hyperparameter search (conf/hparams_search/): what the sweeper minimises
 DATA: dict[str, tuple[Any, Range | tuple | None]] = {
     "val_size": (int, Range(1, 10_000_000)),  # each instance is solved by the reference solver
     "test_size": (int, Range(1, 10_000_000)),

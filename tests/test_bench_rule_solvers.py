@@ -168,7 +168,7 @@ def test_other_inputs_stay_out_of_autos_comparison_and_the_cost_model(bench, fea
 
 @pytest.mark.parametrize("case", [CASE, "pglib_opf_case30_ieee"])
 def test_the_working_set_lps_size_is_counted_as_robust_lp_builds_it(case):
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "benchmarks" / "investigations"))
     import numpy as np
     from working_set_lp_size import working_set_lp_nnz
 

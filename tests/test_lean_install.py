@@ -107,16 +107,14 @@ def _core_python(program: str, cwd: Path, timeout: int = 300) -> subprocess.Comp
                           timeout=timeout, check=False)
 
 
-@pytest.fixture(scope="module")
-def portfolio_run(tmp_path_factory) -> Path:
-    """A finished portfolio run of the proposed method (a problem without PGLib), trained with the harness here."""
+def tiny_run(work: Path, problem: str) -> Path:
+    """A finished, tiny run of the proposed method on ``problem``, trained with the harness here."""
     from hydra import compose, initialize_config_dir
 
     from hardlinear.harness.runner import run
 
-    work = tmp_path_factory.mktemp("lean")
     overrides = [
-        "problem=portfolio", "method=proposed", "trainer=fast", "trainer.epochs=2", "trainer.pretrain_epochs=1",
+        f"problem={problem}", "method=proposed", "trainer=fast", "trainer.epochs=2", "trainer.pretrain_epochs=1",
         "network.hidden=16", "progress=false", "data.val_size=8", "data.test_size=8", "eval.throughput_batch=16",
         "eval.warmup=0", "eval.time_instances=2", f"cache_dir={work / 'cache'}", f"results_dir={work / 'results'}",
     ]
@@ -124,6 +122,12 @@ def portfolio_run(tmp_path_factory) -> Path:
         cfg = compose(config_name="config", overrides=overrides)
     assert run(cfg, work / "run") is not None
     return work / "run"
+
+
+@pytest.fixture(scope="module")
+def portfolio_run(tmp_path_factory) -> Path:
+    """A finished portfolio run of the proposed method (a problem without PGLib)."""
+    return tiny_run(tmp_path_factory.mktemp("lean"), "portfolio")
 
 
 def test_a_saved_model_is_used_without_the_harness_extra(portfolio_run, tmp_path):
@@ -160,21 +164,8 @@ print(json.dumps({{"same": same, "numpy": from_numpy, "exported": exported, "sta
 
 @pytest.fixture(scope="module")
 def dcopf_run(tmp_path_factory) -> Path:
-    """A finished dcopf_14 run of the proposed method (what ``make run`` makes), tiny, trained with the harness here."""
-    from hydra import compose, initialize_config_dir
-
-    from hardlinear.harness.runner import run
-
-    work = tmp_path_factory.mktemp("lean_dcopf")
-    overrides = [
-        "problem=dcopf_14", "method=proposed", "trainer=fast", "trainer.epochs=2", "trainer.pretrain_epochs=1",
-        "network.hidden=16", "progress=false", "data.val_size=8", "data.test_size=8", "eval.throughput_batch=16",
-        "eval.warmup=0", "eval.time_instances=2", f"cache_dir={work / 'cache'}", f"results_dir={work / 'results'}",
-    ]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    assert run(cfg, work / "run") is not None
-    return work / "run"
+    """A finished dcopf_14 run of the proposed method (what ``make run`` makes)."""
+    return tiny_run(tmp_path_factory.mktemp("lean_dcopf"), "dcopf_14")
 
 
 def test_a_dcopf_run_reloads_on_the_core_from_the_grid_its_checkpoint_carries(dcopf_run, tmp_path, monkeypatch):

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from hardlinear.runtime.atomic import atomic_write_bytes, create_exclusive_bytes
-from hardlinear.runtime.safe_read import within
+from hardlinear.runtime.safe_read import read_at_most, within
 
 RESULTS_VERSION = 2
 """Bumped whenever a change to the code alters results (a fixed bug, a new default): records of an older
@@ -292,16 +292,10 @@ def _read_bounded(path: Path) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
             raise BadRecord(f"{path}: is {kind}, not a record file; not read")
-        chunks, size = [], 0
-        while size <= MAX_RECORD_BYTES:
-            chunk = os.read(fd, min(2**20, MAX_RECORD_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_RECORD_BYTES:
+        data = read_at_most(fd, MAX_RECORD_BYTES)
+        if data is None:
             raise BadRecord(f"{path}: larger than {MAX_RECORD_BYTES // 2**20} MiB, so not a record; not read")
-        return b"".join(chunks)
+        return data
     except OSError as err:
         raise BadRecord(f"{path}: cannot be read ({type(err).__name__}: {err.strerror or err}); not read") from None
     finally:

@@ -462,29 +462,28 @@ class EconomicDispatch(Problem):
         ``smax + df -+ pf``, ``df``) with the flows through the factor."""
         if self.flow_mode(y_orig) == "dense":
             return -self.compact.ineq_resid(xi.to(y_orig.dtype), y_orig)
+        pg_free, lo, hi, smax, df, pf = self._compact_pieces(xi, y_orig, pf)
+        return torch.cat([hi - pg_free, pg_free - lo, smax + df - pf, smax + df + pf, df], dim=1)
+
+    def _compact_pieces(self, xi: torch.Tensor, y_orig: torch.Tensor, pf: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """What the compact rows are written from, flows through the factor: the free generators' outputs and
+        bounds, the line limits, the thermal slacks and the flows."""
         net, sl = self.network, self.variable_slices()
         pg, df = y_orig[:, sl["pg"]], y_orig[:, sl["df"]]
         pf = self.line_flows(xi, pg) if pf is None else pf
         free = torch.as_tensor(np.flatnonzero(net.pmin != net.pmax), device=pg.device)
         lo, hi = (self._tensor(key, v[net.pmin != net.pmax], pg) for key, v in (("pmin_free", net.pmin), ("pmax_free", net.pmax)))
         smax = self._tensor("smax", net.rate_a[self.limited], pg)
-        pg_free = pg.index_select(1, free)
-        return torch.cat([hi - pg_free, pg_free - lo, smax + df - pf, smax + df + pf, df], dim=1)
+        return pg.index_select(1, free), lo, hi, smax, df, pf
 
     def smallest_slack(self, xi: torch.Tensor, y_orig: torch.Tensor, pf: torch.Tensor | None = None) -> torch.Tensor:
         """``(B,)``: the smallest entry of :meth:`compact_slack` per row, without forming the ``(B, m_ineq)`` slacks
         when the flows are sparse (a line's two rows: ``smax + df - |pf|``; 120 MB a call at case2869, batch 1,024)."""
         if self.flow_mode(y_orig) == "dense":
             return self.compact_slack(xi, y_orig, pf).amin(dim=1)
-        net, sl = self.network, self.variable_slices()
-        pg, df = y_orig[:, sl["pg"]], y_orig[:, sl["df"]]
-        pf = self.line_flows(xi, pg) if pf is None else pf
-        free = torch.as_tensor(np.flatnonzero(net.pmin != net.pmax), device=pg.device)
-        lo, hi = (self._tensor(key, v[net.pmin != net.pmax], pg) for key, v in (("pmin_free", net.pmin), ("pmax_free", net.pmax)))
-        smax = self._tensor("smax", net.rate_a[self.limited], pg)
-        pg_free = pg.index_select(1, free)
+        pg_free, lo, hi, smax, df, pf = self._compact_pieces(xi, y_orig, pf)
         parts = [(hi - pg_free).amin(dim=1), (pg_free - lo).amin(dim=1), ((smax + df) - pf.abs()).amin(dim=1), df.amin(dim=1)]
-        return torch.stack([p for p, width in zip(parts, (free.numel(),) * 2 + (df.shape[1],) * 2) if width]).amin(dim=0)
+        return torch.stack([p for p, width in zip(parts, (pg_free.shape[1],) * 2 + (df.shape[1],) * 2) if width]).amin(dim=0)
 
     def to_form(self, xi: torch.Tensor, y_orig: torch.Tensor) -> torch.Tensor:
         """Original variables to the form's: the standard form appends the slacks of :meth:`compact_slack`."""

@@ -41,18 +41,25 @@ def read_regular(path: str | os.PathLike, limit: int, folder: str | os.PathLike 
             raise RefusedFile(f"{path}: not a regular file (a FIFO, a device or a folder); not read")
         if info.st_size > limit:
             raise RefusedFile(f"{path}: {info.st_size:,} bytes, above the {limit:,} read from such a file; not read")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(2**20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
+        data = read_at_most(fd, limit)
+        if data is None:
             raise RefusedFile(f"{path}: grew past {limit:,} bytes while read; not read")
-        return b"".join(chunks)
+        return data
     finally:
         os.close(fd)
+
+
+def read_at_most(fd: int, limit: int) -> bytes | None:
+    """The bytes of the open file ``fd`` to its end, or None if it holds more than ``limit`` (read no further: a
+    device such as ``/dev/zero`` or a file growing under the reader never fills memory)."""
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = os.read(fd, min(2**20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return None if size > limit else b"".join(chunks)
 
 
 def read_head(path: str | os.PathLike, limit: int, folder: str | os.PathLike | None = None) -> bytes:

@@ -125,3 +125,17 @@ print(json.dumps({{"shape": list(program(method.problem.sample(3).double()).shap
                           text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1])["shape"] == [3, 123]
+
+
+def test_e2elr_on_the_dispatch_exports(tmp_path):
+    """E2ELR's repairs on the economic dispatch record as a torch program (the dispatch's memo of the loads' flows,
+    a data-dependent ``torch.equal``, stopped torch.export before) and equal the live model at any batch size."""
+    overrides = [
+        "problem=ed", "problem.case=pglib_opf_case14_ieee", "method=e2elr", "trainer=fast", "trainer.epochs=2",
+        "network.hidden=16", "progress=false", "data.val_size=8", "data.test_size=8", "eval.throughput_batch=16",
+        "eval.warmup=0", "eval.time_instances=2", f"cache_dir={tmp_path / 'cache'}", f"results_dir={tmp_path / 'results'}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    harness.run(cfg, tmp_path / "e2elr")
+    _check_export(tmp_path / "e2elr", tmp_path / "e2elr.pt2")

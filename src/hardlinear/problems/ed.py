@@ -445,7 +445,8 @@ class EconomicDispatch(Problem):
         of its inputs and reused when the next inputs are equal to them (a comparison of ``B k`` numbers against a
         product of ``B k E_lim``); inputs that require grad are never kept."""
         xi = xi.to(like.dtype)
-        memo = getattr(self, "_load_memo", None)
+        exporting = torch.compiler.is_exporting()  # a recorded program keeps no memo: its inputs are symbols
+        memo = None if exporting else getattr(self, "_load_memo", None)
         same = memo is not None and (memo[0].shape, memo[0].dtype, memo[0].device) == (xi.shape, xi.dtype, xi.device)
         if same and not xi.requires_grad and torch.equal(memo[0], xi):
             return memo[1]
@@ -453,7 +454,8 @@ class EconomicDispatch(Problem):
         flow_pd_abs = self._tensor("flow_pd_abs", lambda: np.abs(self.ptdf[self.limited][:, self.load_bus]), like)
         pd = self.loads(xi)
         out = (pd @ flow_pd.T, pd.abs() @ flow_pd_abs.T)
-        self._load_memo = None if xi.requires_grad else (xi.detach().clone(), out)
+        if not exporting:
+            self._load_memo = None if xi.requires_grad else (xi.detach().clone(), out)
         return out
 
     def compact_slack(self, xi: torch.Tensor, y_orig: torch.Tensor, pf: torch.Tensor | None = None) -> torch.Tensor:

@@ -174,7 +174,8 @@ def test_factor_falls_back_to_lu_where_bbus_is_not_positive_definite():
     """A negative series reactance makes Bbus indefinite: CHOLMOD's factor is refused, SuperLU's solves it."""
     import scipy.sparse as sp
 
-    from hardlinear.problems.flows import SusceptanceFactor, susceptance_matrices
+    from hardlinear.problems.flows import SusceptanceFactor
+    from hardlinear.problems.sparse_ptdf import susceptance_matrices
 
     net = load_network("pglib_opf_case14_ieee")
     b = branch_susceptance(net, "paper").copy()

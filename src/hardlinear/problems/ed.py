@@ -79,8 +79,9 @@ from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
 from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
-from hardlinear.problems.flows import FLOW_MODES, SparseFlows, pick_flows, susceptance_matrices
+from hardlinear.problems.flows import FLOW_MODES, SparseFlows, pick_flows
 from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
+from hardlinear.problems.sparse_ptdf import susceptance_matrices
 
 THERMAL_PENALTY = 150_000.0  # $/p.u., PGLearn.jl src/opf/ed.jl
 LOAD_LOW, LOAD_HIGH, LOAD_NOISE = 0.6, 1.0, 0.15  # PGLearn.jl exp/config.toml, [sampler.load]

@@ -21,19 +21,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
+from hardlinear.problems.sparse_ptdf import susceptance_matrices
+
 FLOW_MODES = ("auto", "sparse", "dense")
-
-
-def susceptance_matrices(f_bus: np.ndarray, t_bus: np.ndarray, b: np.ndarray, nb: int, ref: int) -> tuple[sp.csr_matrix, sp.csc_matrix, np.ndarray]:
-    """``(Bf, Bbus, keep)``: the branch-bus ``Bf = diag(b) A`` and bus ``Bbus = A' diag(b) A`` susceptance matrices
-    of the DC model with the reference bus's column (and row) removed, and the kept buses' indices."""
-    nl = len(f_bus)
-    rows = np.r_[np.arange(nl), np.arange(nl)]
-    A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (rows, np.r_[f_bus, t_bus])), shape=(nl, nb))
-    keep = np.setdiff1d(np.arange(nb), [ref])
-    Bf = (sp.diags(b) @ A).tocsc()[:, keep].tocsr()
-    Bbus = (A.T @ sp.diags(b) @ A).tocsc()[keep][:, keep].tocsc()
-    return Bf, Bbus, keep
 
 
 class SusceptanceFactor:

@@ -5,8 +5,8 @@ Why: the flows of nodal injections ``p`` are ``pf = Bf theta`` with ``Bbus theta
 ``Bf[l] Bbus^-1``, i.e. the solution of ``Bbus^T r = Bf[l]^T`` (``Bbus`` is symmetric): one sparse solve per line,
 what the lazy reference solves (:mod:`hardlinear.problems.ed_reference`) need for each line row they add.
 
-The matrices are built as :func:`hardlinear.problems.ed.ptdf_matrix` builds them (same susceptances, same reference
-bus), so both give the same numbers to rounding (tested to 1e-12 relative). The torch-side flows of the layers live
+The matrices come from :func:`susceptance_matrices`, which :func:`hardlinear.problems.ed.ptdf_matrix` and the layers'
+flows (:mod:`hardlinear.problems.flows`) build from too, so all give the same numbers to rounding (tested to 1e-12). The torch-side flows of the layers live
 elsewhere; this one has no gradient and no torch.
 """
 
@@ -15,6 +15,18 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+
+
+def susceptance_matrices(f_bus: np.ndarray, t_bus: np.ndarray, b: np.ndarray, nb: int, ref: int) -> tuple[sp.csr_matrix, sp.csc_matrix, np.ndarray]:
+    """``(Bf, Bbus, keep)``: the branch-bus ``Bf = diag(b) A`` and bus ``Bbus = A' diag(b) A`` susceptance matrices
+    of the DC model with the reference bus's column (and row) removed, and the kept buses' indices."""
+    nl = len(f_bus)
+    rows = np.r_[np.arange(nl), np.arange(nl)]
+    A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (rows, np.r_[f_bus, t_bus])), shape=(nl, nb))
+    keep = np.setdiff1d(np.arange(nb), [ref])
+    Bf = (sp.diags(b) @ A).tocsc()[:, keep].tocsr()
+    Bbus = (A.T @ sp.diags(b) @ A).tocsc()[keep][:, keep].tocsc()
+    return Bf, Bbus, keep
 
 
 class SparsePTDF:
@@ -40,10 +52,7 @@ class SparsePTDF:
 
     def _factor(self) -> spla.SuperLU:
         if self._lu is None:
-            nl = len(self.f_bus)
-            A = sp.csr_matrix((np.r_[np.ones(nl), -np.ones(nl)], (np.r_[np.arange(nl), np.arange(nl)], np.r_[self.f_bus, self.t_bus])),
-                              shape=(nl, self.nb))
-            bbus = (A.T @ sp.diags(self.b) @ A).tocsc()[self.keep][:, self.keep].tocsc()
+            _, bbus, _ = susceptance_matrices(self.f_bus, self.t_bus, self.b, self.nb, self.ref)
             self._lu = spla.splu(bbus, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
         return self._lu
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from hardlinear.problems import ed as ed_module
 from hardlinear.problems.dcopf import branch_susceptance, load_network
-from hardlinear.problems.ed import ptdf_matrix
+from hardlinear.problems.ed import dense_ptdf_reference, ptdf_matrix
 from hardlinear.problems.flows import SparseFlows, pick_flows
 
 
@@ -15,7 +16,18 @@ def _flows(case: str) -> tuple[SparseFlows, np.ndarray, object]:
     net = load_network(case)
     lines = np.flatnonzero(net.rate_a > 0)
     flows = SparseFlows(net.f_bus, net.t_bus, branch_susceptance(net, "paper"), len(net.bus_ids), net.ref, lines)
-    return flows, ptdf_matrix(net)[lines], net
+    return flows, dense_ptdf_reference(net)[lines], net
+
+
+@pytest.mark.parametrize("case", ["pglib_opf_case14_ieee", "pglib_opf_case118_ieee", "pglib_opf_case300_ieee"])
+def test_ptdf_by_the_factor_equals_the_dense_solve(case, monkeypatch):
+    """case300's Bbus is not positive definite (a negative reactance): the factor is SuperLU's there, CHOLMOD's on
+    the others; a block of 50 lines makes the larger cases solve in several blocks."""
+    monkeypatch.setattr(ed_module, "PTDF_CHUNK", 50)
+    net = load_network(case)
+    got, want = ptdf_matrix(net), dense_ptdf_reference(net)
+    assert got.shape == want.shape and not got[:, net.ref].any()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("case", ["pglib_opf_case14_ieee", "pglib_opf_case118_ieee"])

@@ -79,7 +79,7 @@ from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
 from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
-from hardlinear.problems.flows import FLOW_MODES, SparseFlows, pick_flows
+from hardlinear.problems.flows import FLOW_MODES, SparseFlows, SusceptanceFactor, pick_flows
 from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
 from hardlinear.problems.sparse_ptdf import susceptance_matrices
 
@@ -93,22 +93,42 @@ E2ELR_TRUNCATION = 4.0
 RECIPE_MAX_INPUTS = 200  # k (k - 1) polytope rows: 39,800 at 200 loads; the robust LP carries them per rule row
 
 
+PTDF_CHUNK = 2048  # lines solved per block when building the dense PTDF: its right-hand sides hold nb x 2048 floats
+
+
 def ptdf_matrix(net: Network, cache_dir: str | None = None) -> np.ndarray:
     """``(branches, buses)`` power transfer distribution factors with the reference bus as the slack: flows
     ``pf = PTDF p`` for nodal injections ``p`` (its column is zero); series susceptance ``x / (r^2 + x^2)``, taps
     ignored: the magnitude of PowerModels' ``calc_branch_y`` that PGLearn's ``LazyPTDF`` uses. With ``cache_dir``,
-    stored there and read back bit for bit (:mod:`hardlinear.problems.ptdf_cache`)."""
+    stored there and read back bit for bit (:mod:`hardlinear.problems.ptdf_cache`).
+
+    Built by the sparse factor of ``Bbus`` (:class:`~hardlinear.problems.flows.SusceptanceFactor`),
+    ``PTDF' = Bbus^-1 Bf'`` a block of lines at a time: a dense solve took 14 minutes at case9241 on one thread, the
+    factor takes seconds (the same matrix to rounding: tests)."""
     nb, nl = len(net.bus_ids), len(net.f_bus)
     b = branch_susceptance(net, "paper")
 
     def compute() -> np.ndarray:
         Bf, Bbus, keep = susceptance_matrices(np.asarray(net.f_bus), np.asarray(net.t_bus), b, nb, net.ref)
+        factor, BfT = SusceptanceFactor(Bbus), Bf.T.tocsc()
         ptdf = np.zeros((nl, nb))
-        ptdf[:, keep] = sla.solve(Bbus.toarray(), Bf.toarray().T, assume_a="sym").T
+        for start in range(0, nl, PTDF_CHUNK):
+            stop = min(start + PTDF_CHUNK, nl)
+            ptdf[start:stop, keep] = factor.solve_columns(BfT[:, start:stop].toarray()).T
         return ptdf
 
     key = ptdf_key(np.asarray(net.f_bus), np.asarray(net.t_bus), b, np.asarray([nb, net.ref]))
     return cached_ptdf(cache_dir, key, compute)
+
+
+def dense_ptdf_reference(net: Network) -> np.ndarray:
+    """The PTDF by a dense solve of ``Bbus`` (what :func:`ptdf_matrix` did before the factor): for tests and small
+    cases only."""
+    nb, nl = len(net.bus_ids), len(net.f_bus)
+    Bf, Bbus, keep = susceptance_matrices(np.asarray(net.f_bus), np.asarray(net.t_bus), branch_susceptance(net, "paper"), nb, net.ref)
+    ptdf = np.zeros((nl, nb))
+    ptdf[:, keep] = sla.solve(Bbus.toarray(), Bf.toarray().T, assume_a="sym").T
+    return ptdf
 
 
 def default_name(case: str) -> str:

@@ -147,6 +147,39 @@ def test_dispatch_blend_equals_the_unfused_layer(geometry, form):
     assert float(ed.ineq_resid(xi, fast).max()) <= 0.0
 
 
+@pytest.mark.parametrize("form", ["standard", "inequality"])
+def test_dispatch_training_path_equals_the_layer(form):
+    """A training step through the dispatch's path (Proposed.forward, training) gives the layer's outputs, loss and
+    weight gradients to rounding; a batch with a few hostile rows sends just those through the layer."""
+    from hardlinear.methods.base import Context
+    from hardlinear.methods.proposed import Proposed
+
+    ed = EconomicDispatch("pglib_opf_case14_ieee", form=form, flows="sparse")
+    m = Proposed(refine="problem", slack_repair="both", refine_geometry="entropic", output_scale=True, guard_gradient=False)
+    m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
+    m.train()
+    xi = ed.sample(32, torch.Generator().manual_seed(6))
+    results = []
+    for fused in (True, False):
+        m.fused_training = fused
+        assert m._trains_by_dispatch_path() is fused
+        m.zero_grad()
+        y = m(xi)
+        loss = m.loss(xi, y)
+        loss.backward()
+        results.append((y.detach(), loss.detach(), [p.grad.clone() for p in m.net.parameters()]))
+    (y_fast, loss_fast, g_fast), (y_slow, loss_slow, g_slow) = results
+    assert _rel(y_fast, y_slow) < 1e-12 and _rel(loss_fast, loss_slow) < 1e-12
+    assert any(float(g.abs().max()) > 0 for g in g_slow)
+    for a, b in zip(g_fast, g_slow):
+        assert _rel(a, b) < 1e-9
+    assert float(ed.ineq_resid(xi, y_fast).max()) <= 0.0
+    m.guard_gradient = True  # alpha from the rounding guard alone has a gradient there: the layer's path
+    assert not m._trains_by_dispatch_path()
+    m.guard_gradient, m.refine_geometry = False, "euclidean"  # generators on their limits: the layer's path
+    assert not m._trains_by_dispatch_path()
+
+
 @pytest.mark.parametrize("kind", ["huge", "nan"])
 def test_dispatch_blend_sends_hostile_rows_to_the_layer(kind):
     """Rows whose refinement is not exact (a NaN output; a huge one, balanced only to its own size's rounding) take

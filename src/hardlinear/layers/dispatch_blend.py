@@ -20,7 +20,8 @@ What this module computes, in the layer's working dtype (float64), per row:
 
 For a kept row the equality projection is skipped: the refinement meets the balance and the fixed generators up to
 that rounding, and its slacks ``s = h - H y0`` define the standard form's other equalities. Equal to the unfused path
-up to the projection's rounding (tests/test_flows.py). Only eval mode without gradients (``Proposed.predict``).
+up to the projection's rounding (tests/test_flows.py). Inference (``Proposed.predict``) and training
+(``Proposed.forward``, :func:`dispatch_forward`) both take it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,39 @@ from hardlinear.layers.network import run_net
 
 STATS = ("alpha", "out_of_domain")
 BALANCE_ULPS = 16.0  # a kept row's balance residual, in units of eps (sum |pg| + |demand|): the projection's own level
+
+
+def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(y, alpha, kept)``: ``method``'s output as its ``forward`` computes it (network, refinement, blend, after-blend
+    slack repair), the kept rows' ``alpha = 0`` without the layer (module docstring). Differentiable: the proposed
+    method trains through it too (``Proposed.forward``), the network run once per batch (batch norm and dropout see
+    the whole batch once); the rows that need the layer take it on their refined output, as ``Proposed.blend``."""
+    m = method
+    problem, layer, dtype = m.problem, m.layer, m.layer_dtype
+    work = torch.promote_types(layer.alpha_dtype, dtype)
+    xw = xi.to(work)
+    # exact_refinement's arithmetic, keeping the slacks of both forms (with_thermal_slack: the flows once)
+    pg = problem.refined_dispatch(xw, run_net(m.net, xi).to(work), m.refine_geometry)
+    pf = problem.line_flows(xw, pg)
+    y = torch.cat([pg, problem.thermal_slack(xw, pg, pf)], dim=1)
+    if problem.form == "standard":
+        slack = problem.compact_slack(xw, y, pf)
+        y, smallest = torch.cat([y, slack], dim=1), slack.amin(dim=1)
+    else:
+        smallest = problem.smallest_slack(xw, y, pf)
+    with torch.no_grad():
+        demand = problem.loads(xw).sum(dim=1)
+        balance = (pg.sum(dim=1) - demand).abs() <= BALANCE_ULPS * torch.finfo(work).eps * (pg.abs().sum(dim=1) + demand.abs())
+        keep = torch.isfinite(y).all(dim=1) & balance & (smallest >= 0)
+    alpha = y.new_zeros(y.shape[0]).detach()
+    if not bool(keep.all()):  # the layer's own path (projection, blend, repair) for the rows that need it
+        rows = torch.nonzero(~keep).squeeze(1)
+        x_rows = xw.index_select(0, rows)
+        blended = layer(x_rows.to(dtype), y.index_select(0, rows).to(dtype))
+        blended = problem.repair_slack(x_rows.to(blended.dtype), blended)
+        y = y.to(blended.dtype).index_copy(0, rows, blended)
+        alpha = alpha.index_copy(0, rows, layer.last_stats["alpha"].detach().to(alpha.dtype))
+    return y.to(dtype), alpha, keep
 
 
 def dispatch_blend_reason(method) -> str | None:
@@ -60,33 +94,9 @@ class DispatchBlend(nn.Module):
         self._last: tuple | None = None
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        m = self._method[0]
-        problem, layer, dtype = m.problem, m.layer, m.layer_dtype
-        work = torch.promote_types(layer.alpha_dtype, dtype)
-        xw = xi.to(work)
-        # exact_refinement's arithmetic, keeping the slacks of both forms (with_thermal_slack: the flows once)
-        pg = problem.refined_dispatch(xw, run_net(m.net, xi).to(work), m.refine_geometry)
-        pf = problem.line_flows(xw, pg)
-        y = torch.cat([pg, problem.thermal_slack(xw, pg, pf)], dim=1)
-        if problem.form == "standard":
-            slack = problem.compact_slack(xw, y, pf)
-            y, smallest = torch.cat([y, slack], dim=1), slack.amin(dim=1)
-        else:
-            smallest = problem.smallest_slack(xw, y, pf)
-        with torch.no_grad():
-            demand = problem.loads(xw).sum(dim=1)
-            balance = (pg.sum(dim=1) - demand).abs() <= BALANCE_ULPS * torch.finfo(work).eps * (pg.abs().sum(dim=1) + demand.abs())
-            keep = torch.isfinite(y).all(dim=1) & balance & (smallest >= 0)
-        alpha = y.new_zeros(y.shape[0])
-        if not bool(keep.all()):  # the layer's own path (projection, blend, repair) for the rows that need it
-            rows = torch.nonzero(~keep).squeeze(1)
-            x_rows = xi.index_select(0, rows)
-            blended = m.blend(x_rows)
-            blended = problem.repair_slack(x_rows.to(blended.dtype), blended)
-            y = y.to(blended.dtype).index_copy(0, rows, blended)
-            alpha = alpha.index_copy(0, rows, layer.last_stats["alpha"].to(alpha.dtype))
+        y, alpha, keep = dispatch_forward(self._method[0], xi)
         self._last = (xi.detach(), alpha, keep)
-        return y.to(dtype)
+        return y
 
     def stats(self, keys: tuple[str, ...] = STATS) -> dict[str, torch.Tensor]:
         """``alpha`` and ``out_of_domain`` of the last call (the layer's own box check)."""

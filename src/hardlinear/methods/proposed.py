@@ -117,6 +117,7 @@ class Proposed(Method):
         output_scale: bool = False,
         guard_gradient: bool = True,
         refine_geometry: str = "euclidean",
+        fused_training: bool = True,
     ) -> None:
         super().__init__()
         if out_of_domain not in OUT_OF_DOMAIN:
@@ -176,6 +177,7 @@ class Proposed(Method):
         self.pretrain, self.out_of_domain = pretrain, out_of_domain
         self.require_positive_margin = bool(require_positive_margin)
         self.fused_inference = bool(fused_inference)
+        self.fused_training = bool(fused_training)
         self.rule_objective, self.rule_margin_fraction = check_rule_options(rule_objective, rule_margin_fraction)
         self.rule_device = check_device_option(rule_device, rule_solver)
         self.t_star = float("nan")
@@ -241,8 +243,29 @@ class Proposed(Method):
         return None
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
+        if self._trains_by_dispatch_path():
+            from hardlinear.layers.dispatch_blend import dispatch_forward
+
+            return dispatch_forward(self, xi)[0]
         y = self.blend(xi)
         return self.problem.repair_slack(xi.to(y.dtype), y) if self.slack_repair else y
+
+    def _trains_by_dispatch_path(self) -> bool:
+        """Whether a training step takes the dispatch's path through the factor (:func:`~hardlinear.layers.
+        dispatch_blend.dispatch_forward`: the rows whose refinement is feasible skip the layer, whose rule map and
+        dense line rows cost 2.5 s a step at case9241) rather than :meth:`blend`: the same outputs and gradients to
+        rounding (tests/test_flows.py). Only with the entropic map and ``guard_gradient=false``
+        (conf/problem_method/ed_proposed.yaml), which keep every generator strictly inside its limits and give ``alpha``
+        no gradient from the layer's rounding guard: the Euclidean map puts generators on their limits, where the
+        layer reads a ``1e-13`` violation of its own rounding and ``alpha``'s gradient (not small) follows it, so the
+        two paths' gradients differ there. ``method.fused_training=false`` keeps the layer's path."""
+        usable = self.gradient == "argmax" and self.refine_distance == 0 and not self.guard_gradient
+        usable = usable and self.refine_geometry == "entropic"
+        if not (self.fused_training and self.training and usable):
+            return False
+        from hardlinear.layers.dispatch_blend import dispatch_blend_reason
+
+        return dispatch_blend_reason(self) is None
 
     def blend(self, xi: torch.Tensor) -> torch.Tensor:
         """The output before the after-blend slack repair: the network, the optional slack step and refinement, and

@@ -165,6 +165,9 @@ def compose(problem: str, method: str | None = None, overrides: Sequence[str] = 
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from hardlinear.harness.rundirs import register_resolvers
+
+    register_resolvers()  # ${lookup:} (conf/experiment/e2elr_tpwrs2024.yaml's network per case), ${uid:}
     items = [f"problem={problem}"] + ([f"method={method}"] if method else []) + list(overrides)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         return hydra_compose("config", overrides=items)

@@ -39,3 +39,15 @@ def test_rows_hold_before_after_floor_and_reference(bench, tmp_path):
         # case14's committed records carry their reference solve time
         assert r["ref_solve_ms"] == bench.reference_solve_ms("pglib_opf_case14_ieee") and r["ref_solve_ms"]
     assert len(data["environment"]["loadavg_start"]) == 3
+
+
+def test_skip_before_times_only_the_current_path(bench, tmp_path):
+    out = tmp_path / "ed_inference.json"
+    bench.main(["--cases", "pglib_opf_case14_ieee", "--methods", "e2elr", "--instances", "3", "--repeats", "2",
+                "--warmup", "1", "--batch", "8", "--cache-dir", str(tmp_path), "--skip-before",
+                "--reference-root", str(tmp_path), "--out", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["status"] == "ok" and row["batch1_ms"] > 0 and row["batch1_floor_ms"] > 0
+    assert not any(key.startswith("before_") for key in row) and row["outputs_max_rel_diff"] is None
+    assert row["ref_solve_ms"] == []  # no record under that root: no reference figure, and no ratio to one
+    assert "speedup_vs_ref_batch1" not in row

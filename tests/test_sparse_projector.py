@@ -171,3 +171,24 @@ def test_ill_conditioned_rows_are_refined_not_rejected() -> None:
     a = EqualityProjector(family, factorisation="svd")(xi, y)
     b = EqualityProjector(family, factorisation="sparse")(xi, y)
     assert float((a - b).abs().max() / (1.0 + a.abs().max())) < 1e-9
+
+
+def test_few_rows_in_many_columns_keep_the_row_form(monkeypatch) -> None:
+    """One balance row over many columns (the dispatch's inequality form): the row form's one-column basis by a thin
+    SVD, not the null form's n x (n - 1) basis; the projection is the same as the null form's."""
+    rng = np.random.default_rng(5)
+    n, k = 400, 3
+    G = sp.csr_matrix(np.r_[np.ones(n // 2), np.zeros(n // 2)][None])
+    family = JointlyLinearFamily(box=InputBox.symmetric(k), G=G, B_eq=rng.standard_normal((1, k + 1)),
+                                 H=sp.eye(n, format="csr"), B_ineq=np.ones((n, k + 1)))
+    monkeypatch.setattr(equality, "SPARSE_MIN_N", n - 1)  # above the sparse threshold: the row form still wins
+    auto = EqualityProjector(family)
+    assert (auto.factorisation, auto.form, auto.rank) == ("svd", "row", 1)
+    assert auto.consts._buffers["basis"].shape == (n, 1)
+    null = EqualityProjector(family, form="null", factorisation="sparse")
+    xi, y = _batch(family, None)
+    a, b = auto(xi, y), null(xi, y)
+    assert float((a - b).abs().max() / (1.0 + b.abs().max())) < 1e-12
+    assert _eq_residual(family, xi, a) < 1e-13
+    monkeypatch.setattr(equality, "ROW_FORM_MAX_ROWS", 0)  # more rows than the row form takes: the sparse null form
+    assert EqualityProjector(family).factorisation == "sparse"

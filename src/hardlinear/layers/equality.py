@@ -48,6 +48,7 @@ TRAIN_SOLVES = ("auto", "basis")
 # factorisation="auto" uses the sparse LU above this many columns (and the exact dense SVD at or below it, so the
 # paper's cases, n <= 1,527, and case500_goc's 4,497 keep the factorisation their recorded results were made with).
 SPARSE_MIN_N = 5000
+ROW_FORM_MAX_ROWS = 256  # up to this many equality rows (and at most half the columns) a constant G keeps the row form
 
 
 class Float64Constants(nn.Module):
@@ -146,7 +147,11 @@ class EqualityProjector(nn.Module):
             self.consts = Float64Constants(G_flat=family.G_stack.reshape(family.k + 1, -1), B_eq_T=family.B_eq.T)
             return
         B_eq = np.asarray(family.B_eq, dtype=np.float64)
-        sparse = factorisation == "sparse" or (factorisation == "auto" and form != "row" and family.n > SPARSE_MIN_N)
+        # a few rows in many columns (the dispatch's balance in the inequality form: 1 x 17,494 at case9241): the row
+        # form's basis has one column per row and a thin SVD finds it in O(m^2 n), where the null form's basis would be
+        # n x (n - m) (2.4 GB and a 20-minute QR there)
+        rows_thin = form == "auto" and G.shape[0] <= ROW_FORM_MAX_ROWS and 2 * G.shape[0] < family.n
+        sparse = factorisation == "sparse" or (factorisation == "auto" and form != "row" and family.n > SPARSE_MIN_N and not rows_thin)
         if sparse and family.m_eq and rank_tol is None and self._factorise_sparse(G, B_eq):
             if train_solve == "auto" and cholesky_available():
                 self.normal_projection = NormalProjection(G)
@@ -205,7 +210,9 @@ class EqualityProjector(nn.Module):
     def _factorise(self, G: np.ndarray, B_eq: np.ndarray, form: str, rank_tol: float | None) -> None:
         m, n = G.shape
         if m:
-            U, s, Vt = np.linalg.svd(G, full_matrices=True)
+            # the row form needs the row space's basis only: a thin SVD (the full one is n x n)
+            thin = form == "row" or (form == "auto" and 2 * m < n)  # then r <= m < n - r: the row form
+            U, s, Vt = np.linalg.svd(G, full_matrices=not thin)
             tol = rank_tol if rank_tol is not None else max(m, n) * np.finfo(np.float64).eps * s[0]
             r = int(np.sum(s > tol))
         else:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/getting_started.md", "docs/own_problem.md", "docs/harness.md", "docs/gpu.md"]
+PAGES = ["README.md", "docs/getting_started.md", "docs/own_problem.md", "docs/harness.md", "docs/gpu.md",
+         "docs/results_dc3.md", "docs/results_dcopf.md", "docs/results_dispatch.md", "docs/results_speed.md"]
 
 
 sys.path.insert(0, str(ROOT / "scripts" / "maintainers"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File, Files
 
-PAGES_FROM_REPO = {"benchmarks.md": "benchmarks/README.md"}  # site page -> repository file
+PAGES_FROM_REPO = {"benchmarks.md": "benchmarks/README.md", "benchmarks_history.md": "benchmarks/HISTORY.md"}  # site page -> repository file
 SERVED = "_repo"
 _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
@@ -72,6 +72,13 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     def rewrite(match: re.Match) -> str:
         head, target, anchor = match.group(1), match.group(2), match.group(3) or ""
         path = _outward(target, page.file.src_uri, config)
+        if path is None and page.file.src_uri in PAGES_FROM_REPO and not re.match(r"^[a-z]+:", target):
+            # a repository page linking into docs/ (benchmarks/README.md -> ../docs/x.md): the page's site path
+            docs = Path(config["docs_dir"]).resolve()
+            real = (_source(page.file.src_uri, config).parent / target).resolve()
+            if real.is_relative_to(docs):
+                rel = posixpath.relpath(real.relative_to(docs).as_posix(), posixpath.dirname(page.file.src_uri) or ".")
+                return f"{head}{rel}{anchor})"
         if path is None or not path.exists():
             return match.group(0)  # inside docs/, external, or missing: MkDocs validates it
         rel = path.relative_to(root).as_posix()

@@ -75,6 +75,7 @@ paper-tables: install  ## the committed reproduction: tables, figures and proven
 artifacts: paper-tables  ## every committed derived file (tables, figures, captions, summaries) rewritten from the committed records
 	$(PY) scripts/maintainers/ed_table.py --out results/ed/table.md --inference results/ed/inference.json results/ed/inference_89.json results/ed/inference_large.json
 	$(PY) scripts/maintainers/dc3_table.py --out results/dc3/table.md
+	$(PY) scripts/maintainers/ed_tpwrs2024_table.py --out results/ed_tpwrs2024/table.md
 	$(PY) scripts/maintainers/peers2026_frontier.py --figure results/peers2026/frontier.png
 	$(PY) scripts/maintainers/peers_table.py --results results/peers/records results/peers2026/records results/dc3/sweep results/pinet/records \
 		--study table_peers peers2026 table_dc3_qp table_dc3_qp_ineq default --timings results/peers2026/timings results/peers2026/timings-dcopf

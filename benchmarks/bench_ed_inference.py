@@ -120,7 +120,7 @@ def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple
         y_after = m.predict(xi[: args.batch]).y
         chosen = problem.flow_mode(xi)
         floor = _floor(m, xi, args)
-    ref = reference_solve_ms(case, Path(args.reference_root))
+    ref = reference_solve_ms(case, REPO / args.reference_root)  # an absolute path stays itself
     out = {**row, "status": "ok", "flows": f"{setting} -> {chosen}", **getattr(problem, "flow_timings", {}),
            **{f"before_{k}": v for k, v in before.items()}, **after, **floor,
            "outputs_max_rel_diff": None if y_before is None else float((y_after - y_before).abs().max() / (1.0 + y_before.abs().max())),
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--skip-before", action="store_true",
                    help="time only the current path and its floor, not the code before the factor (dense PTDF, unfused "
                         "layer): minutes a call at case6470 and up, where the records' test/time_ms say what it took")
-    p.add_argument("--reference-root", default=str(REPO / "results" / "ed"),
+    p.add_argument("--reference-root", default="results/ed",
                    help="where the records whose data/ref_solve_ms is the reference solve's time are")
     p.add_argument("--out", default="results/ed/inference.json")
     args = p.parse_args(argv)

@@ -111,3 +111,29 @@ def test_the_published_rows():
     assert got[("pglib_opf_case1354_pegase", "E2ELR", "self-supervised")] == 0.63
     assert got[("pglib_opf_case9241_pegase", "DC3", "self-supervised")] == 0.82
     assert all(r.problem == default_name(r.case) and "1 % shift" in r.statistic and "2304.11726v2" in r.source for r in rows)
+
+
+def test_the_protocol_table_sets_our_figure_beside_the_published_one():
+    """scripts/maintainers/ed_tpwrs2024_table.py: the seeds' SGM, its ratio to the published figure and whether it
+    lies within 20 %; a published row we did not run is listed as such; a failed run is named."""
+    import sys
+
+    import pandas as pd
+
+    sys.path.insert(0, str(CONF.parent / "scripts" / "maintainers"))
+    import ed_tpwrs2024_table as t
+
+    stats = {f"test/gap_{s}": 1.0 for s in ("mean", "median", "p95", "p99", "worst")}
+    rows = [{"status": "ok", "cfg.problem.case": "pglib_opf_case300_ieee", "method": "e2elr", "seed": s, "test/gap_sgm": v,
+             "test/eq_viol_worst": 0.0, "test/ineq_viol_worst": 0.0, "train/epochs": 100, "train/time_s": 600.0,
+             "train/time_capped": 0.0, "test/time_ms": 1.0, **stats} for s, v in ((0, 0.80), (1, 0.84))]
+    rows.append({"status": "diverged", "cfg.problem.case": "pglib_opf_case300_ieee", "method": "dc3", "seed": 0, "problem": "ed_case300_ieee"})
+    published = pd.DataFrame([vars(g) for g in published_gaps()]).astype({"gap_pct": float})
+    text = t.table(pd.DataFrame(rows), published)
+    line = next(x for x in text.splitlines() if x.startswith("| case300_ieee | E2ELR"))
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    assert cells[2:7] == ["2", "0.820 (0.800-0.840)", "0.74", f"{0.82 / 0.74:.2f}", "yes"]
+    assert "- case1354_pegase E2ELR (self-supervised): 0.63 %" in text  # published, not run
+    assert "- ed_case300_ieee dc3 seed 0: diverged" in text
+    far = t.table(pd.DataFrame([{**rows[0], "test/gap_sgm": 2.0}]), published)
+    assert "| no |" in far

@@ -259,3 +259,16 @@ def test_a_problem_whose_exact_map_has_no_geometry_refuses_the_entropic_one_at_s
     assert ProblemRefinement(OneGeometry()).geometry == "euclidean"
     with pytest.raises(NotApplicable, match="leave method.refine_geometry at 'euclidean'"):
         ProblemRefinement(OneGeometry(), "entropic")
+
+
+def test_a_saturated_coordinate_stays_inside_its_box():
+    """A saturated logit (sigmoid = 1) with a negative lower limit: lo + (hi - lo) * 1 rounds to one unit above hi
+    (-0.3 + 0.4 = 0.10000000000000003); the map keeps it at hi, so a saturated generator is at its limit, not over
+    it (over it, the dispatch path sent the row to the layer)."""
+    lo = torch.tensor([-0.3, 0.0, 0.0], dtype=torch.float64)
+    hi = torch.tensor([0.1, 1.0, 1.0], dtype=torch.float64)
+    assert float(lo[0] + (hi[0] - lo[0]) * 1.0) > float(hi[0])  # the rounding the map must not inherit
+    u = torch.tensor([[80.0, 0.0, 0.0], [80.0, -3.0, 2.0]], dtype=torch.float64)
+    p = entropic_box_sum(u, torch.tensor([1.1, 0.9], dtype=torch.float64), lo, hi)
+    assert bool(((p >= lo) & (p <= hi)).all()) and float(p[0, 0]) == 0.1
+    assert (p.sum(dim=1) - torch.tensor([1.1, 0.9], dtype=torch.float64)).abs().max() <= 1e-15

@@ -181,7 +181,10 @@ def entropic_box_sum(u: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi:
         steep = slope > 1e-12 * width.sum()  # otherwise every coordinate is saturated: no step, no gradient
     resid = (width * torch.sigmoid(u - lam0)).sum(dim=1, keepdim=True) - need.unsqueeze(1)
     lam = lam0 + torch.where(steep, resid / torch.where(steep, slope, 1.0), 0.0 * resid)
-    return lo + width * torch.sigmoid(u - lam)
+    # a saturated sigmoid (1.0) can put lo + width * 1.0 one rounding unit above hi: kept inside the box, so that a
+    # saturated generator is at its limit, not over it (which sent the row to the layer: case1354, 220 of 256 rows
+    # of a network whose outputs saturate); the clamp moves nothing else and keeps the gradient inside the box
+    return torch.clamp(lo + width * torch.sigmoid(u - lam), lo, hi)
 
 
 ENTROPIC_MAX_STEPS = 200

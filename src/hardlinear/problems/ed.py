@@ -249,8 +249,8 @@ class EconomicDispatch(Problem):
     @staticmethod
     def planned_sizes(case: str = "pglib_opf_case14_ieee", form: Form = "standard", name: str | None = None,
                       zero_pmin: bool = False, **_: object) -> dict[str, int | str]:
-        """``problem.name`` and ``problem.sizes()`` read from the case file alone, before the PTDF (a dense solve:
-        14 minutes at case9241 on one thread): what the harness checks a batch's memory against before that work."""
+        """``problem.name`` and ``problem.sizes()`` read from the case file alone, before the PTDF and the family (seconds
+        to minutes and gigabytes at case9241): what the harness checks a batch's memory against before that work."""
         net = load_network(case)
         ng, ne = len(net.gen_bus), int((net.rate_a > 0).sum())
         fixed = int(((0.0 if zero_pmin else net.pmin) == net.pmax).sum())

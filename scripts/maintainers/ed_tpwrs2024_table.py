@@ -3,7 +3,7 @@ paper's published figures, as a Markdown table.
 
     python scripts/maintainers/ed_tpwrs2024_table.py --out results/ed_tpwrs2024/table.md
 
-Per case and method: seeds; the test gap's shifted geometric mean (1 % shift, the paper's statistic), mean over the
+Per case, method and variant (the method's options that change its row, as the record names them): seeds; the test gap's shifted geometric mean (1 % shift, the paper's statistic), mean over the
 seeds with their range; the published figure of the same method and training (``reporting/data/
 e2elr_tpwrs2024_published.csv``) and our figure's ratio to it, with whether it lies within 20 % (the issue's bar
 for "at its authors' strength"); the mean, median, p95, p99 and worst test gap (each the mean over seeds, the worst:
@@ -53,14 +53,16 @@ def table(df: pd.DataFrame, published: pd.DataFrame) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     seen = set()
-    for (case, method), g in sorted(ok.groupby(["case", "method"]), key=lambda kv: (kv[0][0], kv[0][1])):
+    ok["variant"] = column(ok, "variant").fillna("").astype(str)
+    for (case, method, variant), g in sorted(ok.groupby(["case", "method", "variant"]), key=lambda kv: kv[0]):
         seen.add((case, METHOD_NAMES.get(method, method)))
+        label = METHOD_NAMES.get(method, method) + (f" ({variant})" if variant else "")
         sgm = g["test/gap_sgm"]
         pub = published_for(published, case, method)
         ratio = sgm.mean() / pub if pub else None
         capped = column(g, "train/time_capped")
         lines.append(
-            f"| {case.replace('pglib_opf_', '')} | {METHOD_NAMES.get(method, method)} | {len(g)} | {sgm.mean():.3f} "
+            f"| {case.replace('pglib_opf_', '')} | {label} | {len(g)} | {sgm.mean():.3f} "
             f"({span(sgm, '.3f')}) | {'-' if pub is None else f'{pub:.2f}'} | {'-' if ratio is None else f'{ratio:.2f}'} | "
             f"{'-' if ratio is None else ('yes' if abs(ratio - 1) <= WITHIN else 'no')} | {g['test/gap_mean'].mean():.3f} | "
             f"{g['test/gap_median'].mean():.3f} | {g['test/gap_p95'].mean():.3f} | {g['test/gap_p99'].mean():.3f} | "

@@ -58,8 +58,7 @@ def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
         # the rounding of the balance is that of the map's own sums, whose terms are the generators' ranges too (the
         # entropic map meets its sum to ~8 eps of the ranges' total: more than 16 eps of the dispatch's where the
         # capacity is several times the load, which sent 43 of 256 saturated rows to the layer at case1354)
-        capacity = float(abs(problem.network.pmax - problem.network.pmin).sum())
-        scale = pg.abs().sum(dim=1) + demand.abs() + capacity
+        scale = pg.abs().sum(dim=1) + demand.abs() + problem.generator_range_total
         balance = (pg.sum(dim=1) - demand).abs() <= BALANCE_ULPS * torch.finfo(work).eps * scale
         keep = torch.isfinite(y).all(dim=1) & balance & (smallest >= 0)
     alpha = y.new_zeros(y.shape[0]).detach()

@@ -236,6 +236,7 @@ class EconomicDispatch(Problem):
         self.sparse_flows = SparseFlows(net.f_bus, net.t_bus, branch_susceptance(net, "paper"), len(net.bus_ids), net.ref, self.limited)
         self._injection_buses = np.r_[net.gen_bus, self.load_bus]
         self._flow_bound = self._sparse_flow_bound()
+        self.generator_range_total = float(np.abs(net.pmax - net.pmin).sum())  # p.u.: the scale of the dispatch map's sums
         family = self._family()
         c = np.r_[net.cost_c1 * net.base_mva, np.full(len(self.limited), self.thermal_penalty)]
         super().__init__(family, Objective(c=c), "lp", form, name or default_name(case))

@@ -231,6 +231,26 @@ def test_the_entropic_multiplier_meets_the_sum_on_hard_instances():
         assert resid.max() <= 1e-12 * width.sum(), seed
 
 
+def test_the_entropic_multipliers_row_loop_matches_the_batched_steps_on_hard_instances():
+    """Small batches take the row loop (Python-float bracket); on the hard rows above, one row at a time meets the
+    sum within rounding and lands on the batched loop's dispatch to 1e-12 of the range's total."""
+    from hardlinear.problems.dispatch_projection import ROW_LOOP_ROWS, _entropic_multiplier
+
+    assert ROW_LOOP_ROWS < 8  # the batch of 8 below takes the batched loop
+    for seed in range(60):
+        gen = torch.Generator().manual_seed(seed)
+        g = int(torch.randint(2, 300, (1,), generator=gen))
+        width = 1e-3 + 5 * torch.rand(g, generator=gen, dtype=torch.float64)
+        u = torch.randn(8, g, generator=gen, dtype=torch.float64) * float(30 * torch.rand(1, generator=gen))
+        need = width.sum() * torch.rand(8, generator=gen, dtype=torch.float64)
+        need[0], need[1] = width.sum() * 1e-9, width.sum() * (1 - 1e-9)
+        batched = _entropic_multiplier(u, need, width)
+        rows = torch.cat([_entropic_multiplier(u[i : i + 1], need[i : i + 1], width) for i in range(8)])
+        p_batched, p_rows = (width * torch.sigmoid(u - lam[:, None]) for lam in (batched, rows))
+        assert (p_rows.sum(dim=1) - need).abs().max() <= 1e-12 * width.sum(), seed
+        assert (p_rows - p_batched).abs().max() <= 1e-12 * width.sum(), seed
+
+
 def test_the_entropic_multiplier_does_not_cycle_on_a_trained_networks_row():
     """A row on which Newton kept inside its bracket alone cycled between two points (residual 126 p.u. after 100
     steps; the blend then took the rule's output): the halving test converges on it."""

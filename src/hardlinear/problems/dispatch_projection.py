@@ -29,6 +29,8 @@ an output at its limit does not drift. The same Adam run reaches 0.18 % (2,000 s
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 GRADIENTS = ("inward", "exact")
@@ -200,7 +202,14 @@ def _entropic_multiplier(u: torch.Tensor, need: torch.Tensor, width: torch.Tenso
     midpoint where not (so the bracket at least halves every two steps), then shrinks the bracket to the side the
     sum says. Started at the shift that would meet ``need`` were every logit the row's median, it
     stops when every row's residual is within rounding of the sum (or its bracket at float64's resolution): ~5-10
-    steps where the 80 halvings of a plain bisection would take 80 (the batch-1 cost of the map)."""
+    steps where the 80 halvings of a plain bisection would take 80 (the batch-1 cost of the map).
+
+    Up to ``ROW_LOOP_ROWS`` rows go one at a time through :func:`_entropic_multiplier_row` (the same steps, its
+    bracket in Python floats): the batched steps' ~15 tensor calls each cost more than their arithmetic there."""
+    if u.shape[0] <= ROW_LOOP_ROWS and u.device.type == "cpu":
+        wsum = float(width.sum())
+        return torch.tensor([_entropic_multiplier_row(u[i], float(need[i]), width, wsum) for i in range(u.shape[0])],
+                            dtype=u.dtype, device=u.device)
     lam_lo, lam_hi = u.amin(dim=1) - SATURATED_LOGIT, u.amax(dim=1) + SATURATED_LOGIT
     share = (need / width.sum()).clamp(1e-12, 1 - 1e-12)
     lam = (u.median(dim=1).values - torch.log(share / (1 - share))).clamp(lam_lo, lam_hi)
@@ -223,4 +232,39 @@ def _entropic_multiplier(u: torch.Tensor, need: torch.Tensor, width: torch.Tenso
         take = (newton > lam_lo) & (newton < lam_hi) & torch.isfinite(newton) & (step.abs() <= 0.5 * step_before)
         step_before, step_last = step_last, torch.where(take, step.abs(), 0.5 * (lam_hi - lam_lo))
         lam = torch.where(done, lam, torch.where(take, newton, 0.5 * (lam_lo + lam_hi)))
+    return lam
+
+
+ROW_LOOP_ROWS = 4
+"""Batches of at most this many rows take :func:`_entropic_multiplier_row` row by row (on the CPU): one row's
+multiplier 0.06 ms against the batched loop's 0.43 ms at 260 generators, 0.08 against 0.53 ms at 1,400 (one thread,
+2 busy cores); eight rows one at a time cost about what the batched loop does."""
+
+
+def _entropic_multiplier_row(u: torch.Tensor, need: float, width: torch.Tensor, wsum: float) -> float:
+    """:func:`_entropic_multiplier` for one row ``u: (G,)``, its bracket, step and tests in Python floats: four tensor
+    calls a step instead of ~15 (same start, steps, safeguard and stopping rule; equal to rounding, tests)."""
+    eps, tiny = torch.finfo(u.dtype).eps, torch.finfo(u.dtype).tiny
+    lam_lo, lam_hi = float(u.min()) - SATURATED_LOGIT, float(u.max()) + SATURATED_LOGIT
+    share = min(max(need / wsum, 1e-12), 1 - 1e-12)
+    lam = min(max(float(u.median()) - math.log(share / (1 - share)), lam_lo), lam_hi)
+    tol = 8 * eps * (wsum + abs(need))
+    step_before = step_last = lam_hi - lam_lo
+    sig, weighted = torch.empty_like(u), torch.empty_like(u)
+    for _ in range(ENTROPIC_MAX_STEPS):
+        torch.sigmoid(torch.sub(u, lam, out=sig), out=sig)
+        torch.mul(width, sig, out=weighted)
+        resid = float(weighted.sum()) - need  # falls as lam rises
+        slope = float(torch.dot(weighted, 1.0 - sig))
+        if resid > 0:
+            lam_lo = lam
+        else:
+            lam_hi = lam
+        if abs(resid) <= tol or lam_hi - lam_lo <= 4 * eps * max(abs(lam), 1.0):
+            break
+        step = resid / max(slope, tiny)
+        newton = lam + step
+        take = lam_lo < newton < lam_hi and math.isfinite(newton) and abs(step) <= 0.5 * step_before
+        step_before, step_last = step_last, (abs(step) if take else 0.5 * (lam_hi - lam_lo))
+        lam = newton if take else 0.5 * (lam_lo + lam_hi)
     return lam

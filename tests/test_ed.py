@@ -265,7 +265,7 @@ def refined(ed):
     return _refined(ed)
 
 
-@pytest.mark.parametrize("geometry", ["euclidean", "entropic"])
+@pytest.mark.parametrize("geometry", ["euclidean", "entropic", "proportional"])
 @pytest.mark.parametrize("kind", ["random", "huge", "enormous", "nan", "inf"])
 def test_refine_problem_stays_exactly_feasible_under_hostile_task_outputs(ed, kind, geometry):
     """The blend after the refinement keeps the guarantee whatever reaches it; finite outputs of the refinement

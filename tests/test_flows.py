@@ -125,7 +125,7 @@ def test_dispatch_flow_setting_is_checked():
 
 
 @pytest.mark.parametrize("form", ["standard", "inequality"])
-@pytest.mark.parametrize("geometry", ["euclidean", "entropic"])
+@pytest.mark.parametrize("geometry", ["euclidean", "entropic", "proportional"])
 def test_dispatch_blend_equals_the_unfused_layer(geometry, form):
     """Proposed.predict with refine=problem runs DispatchBlend (no dense projection, flows through the factor); the
     unfused layer gives the same outputs up to the projection's rounding."""
@@ -147,15 +147,16 @@ def test_dispatch_blend_equals_the_unfused_layer(geometry, form):
     assert float(ed.ineq_resid(xi, fast).max()) <= 0.0
 
 
+@pytest.mark.parametrize("geometry", ["entropic", "proportional"])
 @pytest.mark.parametrize("form", ["standard", "inequality"])
-def test_dispatch_training_path_equals_the_layer(form):
+def test_dispatch_training_path_equals_the_layer(form, geometry):
     """A training step through the dispatch's path (Proposed.forward, training) gives the layer's outputs, loss and
     weight gradients to rounding; a batch with a few hostile rows sends just those through the layer."""
     from hardlinear.methods.base import Context
     from hardlinear.methods.proposed import Proposed
 
     ed = EconomicDispatch("pglib_opf_case14_ieee", form=form, flows="sparse")
-    m = Proposed(refine="problem", slack_repair="both", refine_geometry="entropic", output_scale=True, guard_gradient=False)
+    m = Proposed(refine="problem", slack_repair="both", refine_geometry=geometry, output_scale=True, guard_gradient=False)
     m.setup(ed, Context(cache_dir=None, dtype=torch.float64))
     m.train()
     xi = ed.sample(32, torch.Generator().manual_seed(6))

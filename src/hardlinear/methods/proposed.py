@@ -63,7 +63,9 @@ linear layer by the fused path.
 ``refine_geometry`` (issue 42; with ``refine=problem``): ``euclidean`` (the default: the nearest point of the
 problem's set) or ``entropic`` (on ``problem=ed``, the Bregman projection under each generator's Fermi-Dirac
 entropy, :func:`~hardlinear.problems.dispatch_projection.entropic_box_sum`: smooth, every generator strictly inside
-its limits). Kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes;
+its limits) or ``proportional`` (on ``problem=ed``, the same logits through a sigmoid into the limits, then E2ELR's
+proportional response, :func:`~hardlinear.problems.dispatch_projection.proportional_box_sum`: the repair of the peer
+that wins on E2ELR's protocol, inside the proposed architecture). Kept out of ``conf/method/proposed.yaml`` so that no recorded run's identity changes;
 ``conf/problem_method/ed_proposed.yaml`` sets ``entropic`` on ``problem=ed``.
 
 ``guard_gradient`` (issue 42): ``false`` gives ``alpha`` no gradient where only the layer's rounding guard makes it
@@ -254,13 +256,13 @@ class Proposed(Method):
         """Whether a training step takes the dispatch's path through the factor (:func:`~hardlinear.layers.
         dispatch_blend.dispatch_forward`: the rows whose refinement is feasible skip the layer, whose rule map and
         dense line rows cost 2.5 s a step at case9241) rather than :meth:`blend`: the same outputs and gradients to
-        rounding (tests/test_flows.py). Only with the entropic map and ``guard_gradient=false``
+        rounding (tests/test_flows.py). Only with the entropic or proportional map and ``guard_gradient=false``
         (conf/problem_method/ed_proposed.yaml), which keep every generator strictly inside its limits and give ``alpha``
         no gradient from the layer's rounding guard: the Euclidean map puts generators on their limits, where the
         layer reads a ``1e-13`` violation of its own rounding and ``alpha``'s gradient (not small) follows it, so the
         two paths' gradients differ there. ``method.fused_training=false`` keeps the layer's path."""
         usable = self.gradient == "argmax" and self.refine_distance == 0 and not self.guard_gradient
-        usable = usable and self.refine_geometry == "entropic"
+        usable = usable and self.refine_geometry in ("entropic", "proportional")
         if not (self.fused_training and self.training and usable):
             return False
         from hardlinear.layers.dispatch_blend import dispatch_blend_reason

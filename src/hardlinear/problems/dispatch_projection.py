@@ -34,8 +34,9 @@ import math
 import torch
 
 GRADIENTS = ("inward", "exact")
-REFINE_GEOMETRIES = ("euclidean", "entropic")
-"""The maps onto ``{sum p = total, lo <= p <= hi}``: :func:`project_box_sum` and :func:`entropic_box_sum`."""
+REFINE_GEOMETRIES = ("euclidean", "entropic", "proportional")
+"""The maps onto ``{sum p = total, lo <= p <= hi}``: :func:`project_box_sum`, :func:`entropic_box_sum` and
+:func:`proportional_box_sum` (E2ELR's repair, after a sigmoid into the box)."""
 
 SORT_MAX_ENTRIES = 16_384
 """Batches of at most this many entries (rows x generators) find ``lam`` from the sorted breakpoints; larger ones
@@ -268,3 +269,22 @@ def _entropic_multiplier_row(u: torch.Tensor, need: float, width: torch.Tensor, 
         step_before, step_last = step_last, (abs(step) if take else 0.5 * (lam_hi - lam_lo))
         lam = newton if take else 0.5 * (lam_lo + lam_hi)
     return lam
+
+
+def proportional_box_sum(p: torch.Tensor, total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``p: (B, G)`` within ``[lo, hi]``, ``total: (B,)`` -> (``p'`` with ``sum p' = total``, the fraction ``r: (B,)``
+    moved): E2ELR's proportional response (Chen, Tanneau, Van Hentenryck, IEEE TPWRS 2024). Every coordinate moves the
+    same fraction ``r`` of the way to its upper limit when ``sum p < total`` (``r = (total - sum p) / (sum hi - sum
+    p)``), to its lower limit when above; so each stays between its old value and a limit. Rows already at ``total``
+    are left as they are; where ``total`` lies outside ``[sum lo, sum hi]``, ``r`` is clipped to 1 and the balance
+    left short. Why a map of its own beside the projections: it moves every coordinate by its headroom, so the
+    objective's gradient reaches generators near their limits, which the entropic map's ``sigmoid'`` damps."""
+    current = p.sum(dim=1)
+    short = current < total  # move up towards hi
+    room = torch.where(short, hi.sum() - current, current - lo.sum())
+    need = (total - current).abs()
+    safe_room = torch.where(room > 0, room, torch.ones_like(room))
+    ratio = torch.where(room > 0, need / safe_room, torch.where(need > 0, 1.0, 0.0)).clamp(max=1.0)
+    target = torch.where(short.unsqueeze(1), hi.expand_as(p), lo.expand_as(p))
+    moved = p + ratio.unsqueeze(1) * (target - p)
+    return torch.minimum(torch.maximum(moved, lo), hi), ratio

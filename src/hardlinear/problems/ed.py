@@ -78,7 +78,7 @@ import torch
 from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
-from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum
+from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum, proportional_box_sum
 from hardlinear.problems.flows import FLOW_MODES, SparseFlows, SusceptanceFactor, pick_flows
 from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
 from hardlinear.problems.sparse_ptdf import susceptance_matrices
@@ -564,7 +564,10 @@ class EconomicDispatch(Problem):
         - ``entropic``: ``y``'s dispatch read as logits in units of each generator's range (``(pg - mid) /
           half_range``, the raw network output under ``method.output_scale``) and taken to the Bregman projection
           of ``pmin + range * sigmoid(logit)`` (:func:`~hardlinear.problems.dispatch_projection.entropic_box_sum`):
-          every generator strictly inside its limits, the map smooth."""
+          every generator strictly inside its limits, the map smooth;
+        - ``proportional``: the same logits through ``pmin + range * sigmoid(logit)``, then E2ELR's proportional
+          response (:func:`~hardlinear.problems.dispatch_projection.proportional_box_sum`): every generator moves the
+          same fraction of its headroom, closed form."""
         return self.with_thermal_slack(xi, self.refined_dispatch(xi, y, geometry))
 
     def refined_dispatch(self, xi: torch.Tensor, y: torch.Tensor, geometry: str = "euclidean") -> torch.Tensor:
@@ -580,6 +583,9 @@ class EconomicDispatch(Problem):
             pg_free = project_box_sum(pg.index_select(1, free), total, lo, hi)
         elif geometry == "entropic":
             pg_free = entropic_box_sum((pg.index_select(1, free) - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), total, lo, hi)
+        elif geometry == "proportional":
+            logits = (pg.index_select(1, free) - 0.5 * (lo + hi)) / (0.5 * (hi - lo))
+            pg_free = proportional_box_sum(lo + (hi - lo) * torch.sigmoid(logits), total, lo, hi)[0]
         else:
             raise ValueError(f"geometry must be one of {REFINE_GEOMETRIES}; got {geometry!r}")
         if free.numel() == pg.shape[1]:

@@ -15,19 +15,31 @@ or 0.5 (portfolio, ``conf/problem_method/portfolio_dc3.yaml``).
 the best-conditioned completion; ``problem`` takes the problem's own choice (``completion_partial_vars()``: on
 DC3's benchmark, the variables DC3's code drew). The correction's effective step depends on this choice (see
 :mod:`hardlinear.layers.peers.dc3`), so DC3's ``lr`` reproduces DC3 only with DC3's variables.
+
+``thermal``: on the economic dispatch (``problem=ed``, inequality form) ``soft`` poses DC3 on the dispatch alone, as
+the E2ELR paper ran it (its model has no thermal slack variables; line overloads are paid in the objective): the
+network predicts the partial generator outputs, the completion meets the balance, the correction acts on the
+generator limits only, and the thermal slacks follow from the dispatch (``EconomicDispatch.with_thermal_slack``: the
+smallest that holds the line rows, so the loss is cost plus thermal penalty plus DC3's penalty on the limits).
+``hard`` (the default) corrects every row of the problem's form, the slacks among the variables: on the dispatch its
+loss has no lower bound at DC3's DC-OPF penalty (a slack below zero earns 150,000 $/p.u. against a penalty of 5,000
+times the violations' norm: a case14 run diverged) and each correction step multiplies by the line rows.
 """
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
+from hardlinear.constraints.family import JointlyLinearFamily
 from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.penalty import check_penalty_options, soft_loss
 
 COMPLETIONS = ("pivoted", "problem")
+THERMAL = ("hard", "soft")
 
 
 class DC3(Method):
@@ -48,8 +60,12 @@ class DC3(Method):
         eq_fraction: float = 0.5,
         layer_dtype: str = "float64",
         completion: str = "pivoted",
+        thermal: str = "hard",
     ) -> None:
         super().__init__()
+        if thermal not in THERMAL:
+            raise ValueError(f"method.thermal must be one of {THERMAL}; got {thermal!r}")
+        self.thermal = thermal
         if completion not in COMPLETIONS:
             raise ValueError(f"completion must be one of {COMPLETIONS}; got {completion!r}")
         self.completion = completion
@@ -75,7 +91,8 @@ class DC3(Method):
             if choose is None:
                 raise ValueError(f"{self.name}: completion=problem, but {problem.name} suggests no partial variables; use completion=pivoted")
             partial = choose()
-        completion = EqualityCompletion(problem.family, generator=ctx.generator(offset=41), partial_idx=partial)
+        family = problem.family if self.thermal == "hard" else dispatch_family(problem)
+        completion = EqualityCompletion(family, generator=ctx.generator(offset=41), partial_idx=partial)
         self.correction = GradientCorrection(
             completion, lr=self.lr, momentum=self.momentum, tol=self.tol, max_iter=self.max_iter
         ).to(ctx.device)
@@ -87,7 +104,11 @@ class DC3(Method):
         """``xi: (B, k) -> y: (B, n)`` after ``train_steps`` unrolled correction steps (no early stop)."""
         z = run_net(self.net, xi).to(self.layer_dtype)
         y, _ = self.correction(xi.to(self.layer_dtype), z, steps=self.train_steps, early_stop=False)
-        return y
+        return self._with_slack(xi, y)
+
+    def _with_slack(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``thermal=soft``: the corrected dispatch with its smallest thermal slack (module docstring)."""
+        return y if self.thermal == "hard" else self.problem.with_thermal_slack(xi.to(y.dtype), y)
 
     def loss(self, xi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return soft_loss(self, xi, y)
@@ -96,4 +117,28 @@ class DC3(Method):
     def predict(self, xi: torch.Tensor) -> Prediction:
         z = run_net(self.net, xi).to(self.layer_dtype)
         y, steps = self.correction(xi.to(self.layer_dtype), z, steps=self.max_iter, early_stop=True)
-        return Prediction(y=y, iterations=steps)
+        return Prediction(y=self._with_slack(xi, y), iterations=steps)
+
+    def describe(self) -> dict[str, str]:
+        return {"variant": "thermal=soft" if self.thermal == "soft" else ""}
+
+
+def dispatch_family(problem) -> JointlyLinearFamily:  # noqa: ANN001 - an EconomicDispatch
+    """The dispatch's rows on its generator outputs alone (``thermal=soft``): the equalities (balance, fixed
+    generators) and the inequality rows that hold no thermal slack and some generator (the limits), on the ``pg``
+    columns. A ValueError naming the fix where the problem is not a dispatch in the inequality form."""
+    slices = getattr(problem, "variable_slices", lambda: {})()
+    if "df" not in slices or not hasattr(problem, "with_thermal_slack") or problem.form != "inequality":
+        raise ValueError(
+            f"method.thermal=soft poses DC3 on an economic dispatch's generator outputs; {problem.name} "
+            f"({problem.form} form) is not one: use problem=ed (or ed_tpwrs2024) with problem.form=inequality, or method.thermal=hard"
+        )
+    family, pg, df = problem.family, slices["pg"], slices["df"]
+    G, H = family.G.tocsc(), family.H.tocsc()
+    if G[:, df].nnz:
+        raise ValueError(f"{problem.name}: an equality row holds a thermal slack; method.thermal=soft needs them on pg alone")
+    on_df = np.asarray(abs(H[:, df]).sum(axis=1)).ravel() > 0
+    on_pg = np.asarray(abs(H[:, pg]).sum(axis=1)).ravel() > 0
+    keep = np.flatnonzero(on_pg & ~on_df)
+    return JointlyLinearFamily(box=family.box, G=G[:, pg].tocsr(), B_eq=family.B_eq, H=H[keep][:, pg].tocsr(),
+                               B_ineq=np.asarray(family.B_ineq)[keep], polytope=family.polytope)

@@ -78,7 +78,12 @@ import torch
 from hardlinear.constraints.family import InputBox, JointlyLinearFamily
 from hardlinear.problems.base import Form, Objective, Problem
 from hardlinear.problems.dcopf import Network, branch_susceptance, load_network
-from hardlinear.problems.dispatch_projection import REFINE_GEOMETRIES, entropic_box_sum, project_box_sum, proportional_box_sum
+from hardlinear.problems.dispatch_projection import (
+    REFINE_GEOMETRIES,
+    entropic_box_sum,
+    project_box_sum,
+    proportional_box_sum,
+)
 from hardlinear.problems.flows import FLOW_MODES, SparseFlows, SusceptanceFactor, pick_flows
 from hardlinear.problems.ptdf_cache import cached_ptdf, ptdf_key
 from hardlinear.problems.sparse_ptdf import susceptance_matrices

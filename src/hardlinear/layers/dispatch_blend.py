@@ -60,7 +60,8 @@ def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
         # capacity is several times the load, which sent 43 of 256 saturated rows to the layer at case1354)
         scale = pg.abs().sum(dim=1) + demand.abs() + problem.generator_range_total
         balance = (pg.sum(dim=1) - demand).abs() <= BALANCE_ULPS * torch.finfo(work).eps * scale
-        keep = torch.isfinite(y).all(dim=1) & balance & (smallest >= 0)
+        # a finite pg with a non-finite slack (flows past float64's range) has a NaN smallest slack: not kept
+        keep = torch.isfinite(pg).all(dim=1) & balance & (smallest >= 0)
     alpha = y.new_zeros(y.shape[0]).detach()
     if not bool(keep.all()):  # the layer's own path (projection, blend, repair) for the rows that need it
         rows = torch.nonzero(~keep).squeeze(1)

@@ -282,6 +282,17 @@ def test_batch_too_large_for_memory_is_refused_with_the_estimate():
     assert "set trainer.batch_size to at most 1,000,000" in message and "eval.throughput_batch" not in message
 
 
+def test_unrolled_correction_steps_weigh_on_the_training_batch_alone():
+    """DC3's 50 unrolled steps keep a set of rows per step for the backward pass; its inference loop keeps one (a
+    protocol run's throughput batch of 4,096 was refused at 18.5 GB for steps it does not keep)."""
+    from hardlinear.harness.preflight import bytes_per_instance
+    from hardlinear.problems import build_problem
+
+    problem, network = build_problem("dcopf_14"), {"hidden": 256, "layers": 3}
+    assert bytes_per_instance(problem, network, unrolled_steps=50, training=False) == bytes_per_instance(problem, network, training=False)
+    assert bytes_per_instance(problem, network, unrolled_steps=50) > 10 * bytes_per_instance(problem, network)
+
+
 def test_a_network_too_large_for_memory_names_the_largest_hidden_that_fits():
     """Issue 43: network.hidden within its range but its weights beyond the free memory: one line, not the
     allocator's error (checked with the batches, before set-up, and on the load path)."""

@@ -40,12 +40,13 @@ def available_memory_bytes(device: str = "cpu") -> int | None:
 def bytes_per_instance(problem, network: dict, net_bytes: int = FLOAT32, unrolled_steps: int = 0, training: bool = True) -> int:
     """Rough memory one instance of a batch costs: the network's activations (each hidden layer's linear,
     normalised and activated outputs; twice for training: their gradients) and the float64 rows of the
-    constraint layers (outputs, residuals and slacks, a few copies each; one set per unrolled correction step).
-    An estimate within a small factor, meant to refuse batches that are off by orders of magnitude."""
+    constraint layers (outputs, residuals and slacks, a few copies each; in training one set per unrolled correction
+    step, which the backward pass keeps: inference keeps only the current step's). An estimate within a small
+    factor, meant to refuse batches that are off by orders of magnitude."""
     hidden, layers = int(network.get("hidden", 256)), int(network.get("layers", 2))
     n, m = int(problem.n), int(problem.m_eq + problem.m_ineq)
     net = (3 * hidden * layers + n + int(problem.k)) * net_bytes
-    rows = 6 * (n + m) * FLOAT64 * (1 + max(int(unrolled_steps), 0))
+    rows = 6 * (n + m) * FLOAT64 * (1 + (max(int(unrolled_steps), 0) if training else 0))
     return int((net + rows) * (2 if training else 1))
 
 

@@ -118,16 +118,6 @@ class LDF(DualPenalty):
         mse = F.mse_loss(pred, self.solution_target(y_ref).to(pred.dtype))
         return mse + self.dual_terms(xi, self.complete(xi, pred)).mean()
 
-    def validation_loss(self, phase: str, xi: torch.Tensor, y_ref: torch.Tensor | None) -> torch.Tensor:
-        """What selects the checkpoint and stops training (the trainer's ``_validation_loss``): with
-        ``fit="supervised"`` the MSE alone. Its multiplier terms grow after every epoch (``after_epoch``), so a
-        validation loss holding them rises while the fit improves: on E2ELR's protocol at case300 (step 1e-2 every
-        epoch) it stopped training at epoch 34 on a best of epoch 14. With ``fit="objective"`` the training loss."""
-        if phase == "supervised":
-            pred = self.regress(xi)
-            return F.mse_loss(pred, self.solution_target(y_ref).to(pred.dtype))
-        return self.loss(xi, self(xi))
-
     @torch.no_grad()
     def after_epoch(self, epoch: int) -> dict[str, float]:
         update = epoch >= self.kickin and (epoch + 1 - self.kickin) % self.update_every == 0

@@ -217,14 +217,6 @@ def _phase_loss(method: Method, phase: str, xi: torch.Tensor, y_ref: torch.Tenso
     return method.loss(xi, method(xi))
 
 
-def _validation_loss(method: Method, phase: str, xi: torch.Tensor, y_ref: torch.Tensor | None) -> torch.Tensor:
-    """The loss that selects the checkpoint, steps the plateau schedule and stops early: the phase's training loss,
-    or the method's own ``validation_loss(phase, xi, y_ref)`` where its training loss is not comparable from epoch
-    to epoch (LDF's multipliers grow after each epoch)."""
-    own = getattr(method, "validation_loss", None)
-    return own(phase, xi, y_ref) if own is not None else _phase_loss(method, phase, xi, y_ref)
-
-
 def train(
     method: Method,
     problem,
@@ -304,7 +296,7 @@ def train(
         t_val = time.perf_counter()
         method.eval()
         with torch.no_grad():
-            val_loss = _validation_loss(method, phase, val_xi, val_y).item()
+            val_loss = _phase_loss(method, phase, val_xi, val_y).item()
         record["val/loss"] = val_loss
         if (epoch + 1) % cfg.val_every == 0 or epoch == cfg.epochs - 1 or result.budget_spent:
             metrics = _val_metrics(method, problem, val, ctx)

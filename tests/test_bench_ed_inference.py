@@ -35,7 +35,10 @@ def test_rows_hold_before_after_floor_and_reference(bench, tmp_path):
             assert all(p > 0 for p in pieces) and r[f"{label}_floor_ms"] == pytest.approx(sum(pieces))
             assert r[f"{label}_floor_ratio"] == pytest.approx(r[f"{label}_ms"] / r[f"{label}_floor_ms"])
             assert r[f"before_{label}_ms"] > 0
-        assert r["outputs_max_rel_diff"] < 1e-9  # the dense path and the factor give the same dispatch
+        # the dense path and the factor give the same dispatch, up to the float32 network's rounding: the proposed
+        # method's dispatch path evaluates only the generator columns of its last layer, a product of another shape
+        # whose sums the BLAS may order differently (float64 networks agree to 1e-12: tests/test_flows.py)
+        assert r["outputs_max_rel_diff"] < (1e-9 if r["method"] == "e2elr" else 1e-6)
         # case14's committed records carry their reference solve time
         assert r["ref_solve_ms"] == bench.reference_solve_ms("pglib_opf_case14_ieee") and r["ref_solve_ms"]
     assert len(data["environment"]["loadavg_start"]) == 3

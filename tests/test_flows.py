@@ -275,3 +275,28 @@ def test_smallest_slack_is_the_slacks_minimum(dispatches):
         # with the flows at hand (the dispatch path's call), the rows written out from them: the same minimum
         assert _rel(ed.smallest_slack(xi, y0, ed.line_flows(xi, y0[:, : len(ed.network.gen_bus)])), want) < 1e-12
     assert float(sparse.smallest_slack(xi, y0)[:2].max()) < 0
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_the_network_columns_equal_the_whole_forward_and_its_gradient(scaled):
+    """run_net_columns: the generator outputs alone of a network over every variable, with and without the output
+    scaling after its last layer: the same values and weight gradients as the whole forward, sliced."""
+    from hardlinear.constraints.family import InputBox
+    from hardlinear.layers.network import MLP, run_net, run_net_columns, scale_outputs
+
+    box = InputBox.symmetric(6)
+    net = MLP(box, 9, hidden=16, layers=2, dropout=0.2)
+    if scaled:
+        scale_outputs(net, -torch.arange(9.0).numpy(), torch.arange(9.0).numpy() + 1.0)
+    net.eval()
+    xi = box.sample(5, generator=torch.Generator().manual_seed(0)).double()
+    columns = slice(0, 4)
+    part = run_net_columns(net, xi, columns)
+    assert part.shape == (5, 4) and torch.allclose(part, run_net(net, xi)[:, columns], rtol=0, atol=1e-6)
+    grads = []
+    for forward in (lambda: run_net_columns(net, xi, columns), lambda: run_net(net, xi)[:, columns]):
+        net.zero_grad()
+        forward().square().sum().backward()
+        grads.append([p.grad.clone() for p in net.parameters()])
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)

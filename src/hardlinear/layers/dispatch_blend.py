@@ -19,8 +19,10 @@ What this module computes, in the layer's working dtype (float64), per row:
   repair, for those rows only.
 
 For a kept row the equality projection is skipped: the refinement meets the balance and the fixed generators up to
-that rounding, and its slacks ``s = h - H y0`` define the standard form's other equalities. Equal to the unfused path
-up to the projection's rounding (tests/test_flows.py). Inference (``Proposed.predict``) and training
+that rounding, and its slacks ``s = h - H y0`` define the standard form's other equalities. The network's last
+layer is evaluated on the generator columns alone (:func:`~hardlinear.layers.network.run_net_columns`). Equal to the
+unfused path up to the projection's rounding (tests/test_flows.py), and with a float32 network up to its last layer's
+rounding (a product of another shape). Inference (``Proposed.predict``) and training
 (``Proposed.forward``, :func:`dispatch_forward`) both take it.
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hardlinear.layers.network import run_net
+from hardlinear.layers.network import run_net_columns
 
 STATS = ("alpha", "out_of_domain")
 BALANCE_ULPS = 16.0  # a kept row's balance residual, in units of eps (sum |pg| + |demand| + the ranges' total): rounding
@@ -45,7 +47,9 @@ def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     work = torch.promote_types(layer.alpha_dtype, dtype)
     xw = xi.to(work)
     # exact_refinement's arithmetic, keeping the slacks of both forms (with_thermal_slack: the flows once)
-    pg = problem.refined_dispatch(xw, run_net(m.net, xi).to(work), m.refine_geometry)
+    # the network's generator outputs alone: the map reads no other (run_net_columns)
+    pg_columns = problem.variable_slices()["pg"]
+    pg = problem.refined_dispatch(xw, run_net_columns(m.net, xi, pg_columns).to(work), m.refine_geometry)
     pf = problem.line_flows(xw, pg)
     y = torch.cat([pg, problem.thermal_slack(xw, pg, pf)], dim=1)
     if problem.form == "standard":

@@ -119,3 +119,26 @@ def run_net(net: torch.nn.Module, xi: torch.Tensor) -> torch.Tensor:
     """``net(xi)`` with ``xi`` cast to the network's dtype: callers may pass float64 inputs, so that the layers
     after the network enforce the constraints of the exact input rather than of its float32 rounding."""
     return net(xi.to(next(net.parameters()).dtype))
+
+
+def run_net_columns(net: torch.nn.Module, xi: torch.Tensor, columns: slice) -> torch.Tensor:
+    """``run_net(net, xi)[:, columns]`` computing only those outputs of the last linear layer (and of an
+    :class:`OutputAffine` after it): the dispatch's path reads the generator outputs alone of a network that predicts
+    every variable of the form, its thermal slacks included (at case9241 1,445 of 17,494 outputs: the rest was 60 %
+    of the network's batch-1 time). The same values and, in training, the same gradients (the other outputs had
+    none). Any other network: the full forward, then the columns."""
+    blocks = getattr(net, "net", None)
+    if not isinstance(blocks, nn.Sequential):
+        return run_net(net, xi)[:, columns]
+    last = max((i for i, block in enumerate(blocks) if isinstance(block, nn.Linear)), default=None)
+    tail = list(blocks)[last + 1:] if last is not None else []
+    if last is None or any(not isinstance(block, OutputAffine) for block in tail):
+        return run_net(net, xi)[:, columns]
+    h = xi.to(next(net.parameters()).dtype)
+    for block in list(blocks)[:last]:
+        h = block(h)
+    linear = blocks[last]
+    out = torch.nn.functional.linear(h, linear.weight[columns], linear.bias[columns])
+    for affine in tail:
+        out = affine.offset[columns] + affine.scale[columns] * out
+    return out

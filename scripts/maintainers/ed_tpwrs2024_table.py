@@ -55,6 +55,11 @@ def table(df: pd.DataFrame, published: pd.DataFrame) -> str:
     ]
     seen = set()
     ok["variant"] = column(ok, "variant").fillna("").astype(str)
+    # DC3's penalty is not in its variant (its runs here bracket a weight the paper does not state): in its label
+    penalty = column(ok, "cfg.method.penalty")
+    is_dc3 = ok["method"].astype(str) == "dc3"
+    ok.loc[is_dc3, "variant"] = [", ".join(v for v in (var, f"penalty {float(p):g}") if v)
+                                 for var, p in zip(ok.loc[is_dc3, "variant"], penalty[is_dc3])]
     for (case, method, variant), g in sorted(ok.groupby(["case", "method", "variant"]), key=lambda kv: kv[0]):
         seen.add((case, METHOD_NAMES.get(method, method)))
         label = METHOD_NAMES.get(method, method) + (f" ({variant})" if variant else "")

@@ -320,20 +320,16 @@ def dispatch_floor(method, xi: torch.Tensor, seconds: Callable[[Callable[[], obj
 
     Why measured, not counted (:class:`Floor`): the sparse solve's cost is its factor's fill and memory traffic, and
     the proposed map iterates a data-dependent number of steps; a count of multiply-adds would hide both."""
-    from hardlinear.layers.network import run_net, run_net_columns
+    from hardlinear.layers.network import run_net_columns
     from hardlinear.layers.peers.e2elr import bound_repair, proportional_response
 
     problem = method.problem
     dtype = getattr(method, "layer_dtype", torch.float64)
     xw = xi.to(dtype)
-    # the network's outputs the proxy reads: E2ELR's are the generators; the proposed method's dispatch path reads
-    # the generator columns of a network over every variable (run_net_columns)
-    if type(method).__name__ == "E2ELR":
-        def network() -> torch.Tensor:
-            return run_net(method.net, xi)
-    else:
-        def network() -> torch.Tensor:
-            return run_net_columns(method.net, xi, problem.variable_slices()["pg"])
+
+    def network() -> torch.Tensor:  # the generator outputs, all E2ELR's network has; a column slice of the proposed's
+        return run_net_columns(method.net, xi, problem.variable_slices()["pg"])
+
     with torch.no_grad():
         out = network().to(dtype)
         pieces = {"network_s": seconds(network)}

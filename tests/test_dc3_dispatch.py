@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hardlinear.methods.base import Context
-from hardlinear.methods.dc3 import DC3, dispatch_family
+from hardlinear.methods.dc3 import DC3
 from hardlinear.problems import build_problem
 from hardlinear.problems.ed import EconomicDispatch
 
@@ -18,8 +18,8 @@ def ed():
     return EconomicDispatch("pglib_opf_case14_ieee", form="inequality", zero_pmin=True, flows="sparse")
 
 
-def test_the_dispatch_family_holds_the_balance_and_the_limits_on_pg_alone(ed):
-    family, pg = dispatch_family(ed), ed.variable_slices()["pg"]
+def test_the_generator_family_holds_the_balance_and_the_limits_on_pg_alone(ed):
+    family, pg = ed.generator_family(), ed.variable_slices()["pg"]
     g = pg.stop - pg.start
     assert family.n == g and family.m_eq == ed.family.m_eq
     # every kept row is a generator limit: one nonzero, +-1
@@ -57,7 +57,7 @@ def test_soft_thermal_dc3_outputs_the_dispatch_with_its_smallest_slack(ed):
 def test_soft_thermal_dc3_refuses_a_problem_that_is_not_a_dispatch_before_any_work():
     with pytest.raises(ValueError, match="method.thermal=hard"):
         DC3(thermal="soft").setup(build_problem("dcopf_14"), Context(cache_dir=None, progress=False))
-    with pytest.raises(ValueError, match="problem.form=inequality"):
+    with pytest.raises(ValueError, match="set problem.form=inequality"):
         DC3(thermal="soft").setup(EconomicDispatch("pglib_opf_case14_ieee", form="standard"), Context(cache_dir=None, progress=False))
     with pytest.raises(ValueError, match="method.thermal must be one of"):
         DC3(thermal="medium")

@@ -214,18 +214,24 @@ def test_the_entropic_dispatch_refinement_is_feasible_and_the_method_names_its_o
         Proposed(refine="problem", refine_geometry="kl")
 
 
+def _hard_multiplier_rows(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """8 rows ``(u, need, width)``: logits up to +-90, totals a hair inside either end of the range, widths 1e-3 to 5."""
+    gen = torch.Generator().manual_seed(seed)
+    g = int(torch.randint(2, 300, (1,), generator=gen))
+    width = 1e-3 + 5 * torch.rand(g, generator=gen, dtype=torch.float64)
+    u = torch.randn(8, g, generator=gen, dtype=torch.float64) * float(30 * torch.rand(1, generator=gen))
+    need = width.sum() * torch.rand(8, generator=gen, dtype=torch.float64)
+    need[0], need[1] = width.sum() * 1e-9, width.sum() * (1 - 1e-9)
+    return u, need, width
+
+
 def test_the_entropic_multiplier_meets_the_sum_on_hard_instances():
     """Safeguarded Newton on hard rows: logits up to +-90 (saturated coordinates), totals a
     hair inside either end of the range, widths from 1e-3 to 5: the residual within rounding of the sum."""
     from hardlinear.problems.dispatch_projection import _entropic_multiplier
 
     for seed in range(60):
-        gen = torch.Generator().manual_seed(seed)
-        g = int(torch.randint(2, 300, (1,), generator=gen))
-        width = 1e-3 + 5 * torch.rand(g, generator=gen, dtype=torch.float64)
-        u = torch.randn(8, g, generator=gen, dtype=torch.float64) * float(30 * torch.rand(1, generator=gen))
-        need = width.sum() * torch.rand(8, generator=gen, dtype=torch.float64)
-        need[0], need[1] = width.sum() * 1e-9, width.sum() * (1 - 1e-9)
+        u, need, width = _hard_multiplier_rows(seed)
         lam = _entropic_multiplier(u, need, width)
         resid = ((width * torch.sigmoid(u - lam[:, None])).sum(dim=1) - need).abs()
         assert resid.max() <= 1e-12 * width.sum(), seed
@@ -238,12 +244,7 @@ def test_the_entropic_multipliers_row_loop_matches_the_batched_steps_on_hard_ins
 
     assert ROW_LOOP_ROWS < 8  # the batch of 8 below takes the batched loop
     for seed in range(60):
-        gen = torch.Generator().manual_seed(seed)
-        g = int(torch.randint(2, 300, (1,), generator=gen))
-        width = 1e-3 + 5 * torch.rand(g, generator=gen, dtype=torch.float64)
-        u = torch.randn(8, g, generator=gen, dtype=torch.float64) * float(30 * torch.rand(1, generator=gen))
-        need = width.sum() * torch.rand(8, generator=gen, dtype=torch.float64)
-        need[0], need[1] = width.sum() * 1e-9, width.sum() * (1 - 1e-9)
+        u, need, width = _hard_multiplier_rows(seed)
         batched = _entropic_multiplier(u, need, width)
         rows = torch.cat([_entropic_multiplier(u[i : i + 1], need[i : i + 1], width) for i in range(8)])
         p_batched, p_rows = (width * torch.sigmoid(u - lam[:, None]) for lam in (batched, rows))

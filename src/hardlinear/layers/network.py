@@ -127,15 +127,13 @@ def run_net_columns(net: torch.nn.Module, xi: torch.Tensor, columns: slice) -> t
     every variable of the form, its thermal slacks included (at case9241 1,445 of 17,494 outputs: the rest was 60 %
     of the network's batch-1 time). The same values and, in training, the same gradients (the other outputs had
     none). Any other network: the full forward, then the columns."""
-    blocks = getattr(net, "net", None)
-    if not isinstance(blocks, nn.Sequential):
-        return run_net(net, xi)[:, columns]
+    blocks = list(net.net) if isinstance(getattr(net, "net", None), nn.Sequential) else []
     last = max((i for i, block in enumerate(blocks) if isinstance(block, nn.Linear)), default=None)
-    tail = list(blocks)[last + 1:] if last is not None else []
-    if last is None or any(not isinstance(block, OutputAffine) for block in tail):
+    tail = blocks[last + 1:] if last is not None else []
+    if last is None or not all(isinstance(block, OutputAffine) for block in tail):
         return run_net(net, xi)[:, columns]
     h = xi.to(next(net.parameters()).dtype)
-    for block in list(blocks)[:last]:
+    for block in blocks[:last]:
         h = block(h)
     linear = blocks[last]
     out = torch.nn.functional.linear(h, linear.weight[columns], linear.bias[columns])

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
-from hardlinear.constraints.family import JointlyLinearFamily
 from hardlinear.layers.network import run_net
 from hardlinear.methods.base import Context, Method, Prediction, check_dtype
 from hardlinear.methods.penalty import check_penalty_options, soft_loss
@@ -91,7 +89,7 @@ class DC3(Method):
             if choose is None:
                 raise ValueError(f"{self.name}: completion=problem, but {problem.name} suggests no partial variables; use completion=pivoted")
             partial = choose()
-        family = problem.family if self.thermal == "hard" else dispatch_family(problem)
+        family = problem.family if self.thermal == "hard" else _generator_family(problem)
         completion = EqualityCompletion(family, generator=ctx.generator(offset=41), partial_idx=partial)
         self.correction = GradientCorrection(
             completion, lr=self.lr, momentum=self.momentum, tol=self.tol, max_iter=self.max_iter
@@ -123,22 +121,12 @@ class DC3(Method):
         return {"variant": "thermal=soft" if self.thermal == "soft" else ""}
 
 
-def dispatch_family(problem) -> JointlyLinearFamily:  # noqa: ANN001 - an EconomicDispatch
-    """The dispatch's rows on its generator outputs alone (``thermal=soft``): the equalities (balance, fixed
-    generators) and the inequality rows that hold no thermal slack and some generator (the limits), on the ``pg``
-    columns. A ValueError naming the fix where the problem is not a dispatch in the inequality form."""
-    slices = getattr(problem, "variable_slices", lambda: {})()
-    if "df" not in slices or not hasattr(problem, "with_thermal_slack") or problem.form != "inequality":
-        raise ValueError(
-            f"method.thermal=soft poses DC3 on an economic dispatch's generator outputs; {problem.name} "
-            f"({problem.form} form) is not one: use problem=ed (or ed_tpwrs2024) with problem.form=inequality, or method.thermal=hard"
-        )
-    family, pg, df = problem.family, slices["pg"], slices["df"]
-    G, H = family.G.tocsc(), family.H.tocsc()
-    if G[:, df].nnz:
-        raise ValueError(f"{problem.name}: an equality row holds a thermal slack; method.thermal=soft needs them on pg alone")
-    on_df = np.asarray(abs(H[:, df]).sum(axis=1)).ravel() > 0
-    on_pg = np.asarray(abs(H[:, pg]).sum(axis=1)).ravel() > 0
-    keep = np.flatnonzero(on_pg & ~on_df)
-    return JointlyLinearFamily(box=family.box, G=G[:, pg].tocsr(), B_eq=family.B_eq, H=H[keep][:, pg].tocsr(),
-                               B_ineq=np.asarray(family.B_ineq)[keep], polytope=family.polytope)
+def _generator_family(problem):  # noqa: ANN001, ANN202 - an EconomicDispatch; its JointlyLinearFamily
+    """``thermal=soft``'s rows: the problem's own (``EconomicDispatch.generator_family``), or a ValueError naming the
+    fix where the problem is not a dispatch."""
+    build = getattr(problem, "generator_family", None)
+    if build is None:
+        raise ValueError(f"method.thermal=soft poses DC3 on an economic dispatch's generator outputs; {problem.name} is "
+                         "not one: use problem=ed (or ed_tpwrs2024), or method.thermal=hard")
+    return build()
+

@@ -362,6 +362,23 @@ class EconomicDispatch(Problem):
         ng = len(self.network.gen_bus)
         return {"pg": slice(0, ng), "df": slice(ng, ng + len(self.limited))}
 
+    def generator_family(self) -> JointlyLinearFamily:
+        """The dispatch's rows on its generator outputs alone: the equalities (balance, fixed generators) and the
+        inequality rows that hold no thermal slack and some generator (the limits), on the ``pg`` columns. What DC3
+        corrects when the line overloads are paid in the objective (``method.thermal=soft``: the E2ELR paper's model).
+        The inequality form only (the standard form's slacks sit in every row)."""
+        if self.form != "inequality":
+            raise ValueError(f"{self.name}: the generators' own rows are read from the inequality form; set problem.form=inequality")
+        family, sl = self.family, self.variable_slices()
+        G, H = family.G.tocsc(), family.H.tocsc()
+        if G[:, sl["df"]].nnz:
+            raise ValueError(f"{self.name}: an equality row holds a thermal slack; the generators' rows need them on pg alone")
+        on_df = np.asarray(abs(H[:, sl["df"]]).sum(axis=1)).ravel() > 0
+        on_pg = np.asarray(abs(H[:, sl["pg"]]).sum(axis=1)).ravel() > 0
+        keep = np.flatnonzero(on_pg & ~on_df)
+        return JointlyLinearFamily(box=family.box, G=G[:, sl["pg"]].tocsr(), B_eq=family.B_eq, H=H[keep][:, sl["pg"]].tocsr(),
+                                   B_ineq=np.asarray(family.B_ineq)[keep], polytope=family.polytope)
+
     def decision_indices(self) -> np.ndarray:
         """The generator outputs ``pg``; the thermal slack follows from them."""
         return np.arange(self.n_orig)[self.variable_slices()["pg"]]
@@ -586,15 +603,17 @@ class EconomicDispatch(Problem):
         lo, hi = (self._tensor(key, v[~fixed], pg) for key, v in (("pmin_free", net.pmin), ("pmax_free", net.pmax)))
         fixed_total = self._tensor("pmin_fixed_total", lambda: np.array(net.pmin[fixed].sum()), pg)
         total = self.loads(xi.to(pg.dtype)).sum(dim=1) - fixed_total
-        if geometry == "euclidean":
-            pg_free = project_box_sum(pg.index_select(1, free), total, lo, hi)
-        elif geometry == "entropic":
-            pg_free = entropic_box_sum((pg.index_select(1, free) - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), total, lo, hi)
-        elif geometry == "proportional":
-            logits = (pg.index_select(1, free) - 0.5 * (lo + hi)) / (0.5 * (hi - lo))
-            pg_free = proportional_box_sum(lo + (hi - lo) * torch.sigmoid(logits), total, lo, hi)[0]
-        else:
+        if geometry not in REFINE_GEOMETRIES:
             raise ValueError(f"geometry must be one of {REFINE_GEOMETRIES}; got {geometry!r}")
+        pg_free = pg.index_select(1, free)
+        if geometry == "euclidean":
+            pg_free = project_box_sum(pg_free, total, lo, hi)
+        else:  # entropic and proportional read the output as logits in units of each generator's range
+            logits = (pg_free - 0.5 * (lo + hi)) / (0.5 * (hi - lo))
+            if geometry == "entropic":
+                pg_free = entropic_box_sum(logits, total, lo, hi)
+            else:
+                pg_free = proportional_box_sum(lo + (hi - lo) * torch.sigmoid(logits), total, lo, hi)[0]
         if free.numel() == pg.shape[1]:
             return pg_free
         return self._tensor("pmin", net.pmin, pg).expand_as(pg).index_copy(1, free, pg_free)

@@ -300,3 +300,63 @@ def test_the_network_columns_equal_the_whole_forward_and_its_gradient(scaled):
         grads.append([p.grad.clone() for p in net.parameters()])
     for a, b in zip(*grads):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_loads_keeps_its_last_result_only_while_it_is_valid():
+    """EconomicDispatch.loads reuses its last result for the same, unchanged input (one proxy call asks three or four
+    times); an input changed in place, a result changed in place, an input that requires grad or a large batch is
+    computed afresh, and every answer equals the formula."""
+    ed = EconomicDispatch("pglib_opf_case14_ieee", form="inequality", flows="sparse")
+    pd0 = torch.as_tensor(ed.network.pd[ed.load_bus])
+
+    def formula(x: torch.Tensor) -> torch.Tensor:
+        return pd0 * (ed.centre + ed.half_width * x.detach())
+
+    xi = ed.sample(2, torch.Generator().manual_seed(0))
+    first = ed.loads(xi)
+    assert ed.loads(xi) is first  # the same object, unchanged: the memo
+    assert ed.loads(xi.clone()) is not first and torch.equal(ed.loads(xi.clone()), first)
+    xi.mul_(0.5)  # changed in place: its version moved
+    assert torch.equal(ed.loads(xi), formula(xi))
+    kept = ed.loads(xi)
+    kept.add_(1.0)  # the result changed in place by a caller: not returned again
+    assert torch.equal(ed.loads(xi), formula(xi))
+    wanting = xi.clone().requires_grad_(True)
+    assert ed.loads(wanting).requires_grad and ed._loads_memo is None
+    big = torch.zeros(ed_module.LOADS_MEMO_MAX // ed.k + 1, ed.k, dtype=torch.float64)
+    ed.loads(big)
+    assert ed._loads_memo is None
+
+
+def test_dispatch_kept_rows_are_exactly_the_feasible_ones():
+    """The dispatch path's row test (dispatch_blend._holds): a generator over its limit, a flow past its line's limit
+    and slack, a negative slack, a NaN, an unbalanced row and an infinite load are refused, the refined rows kept;
+    a kept row meets every inequality row evaluated the other way (compact_slack, dense PTDF)."""
+    from hardlinear.layers.dispatch_blend import _holds
+
+    ed = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="sparse")
+    dense = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="dense")
+    xi = ed.sample(8, torch.Generator().manual_seed(3))
+    logits = torch.randn(8, ed.n, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    pg = ed.refined_dispatch(xi, logits, "proportional")
+    excess = float(ed.network.pmax[0]) + 1e-9 - float(pg[1, 0])  # generator 0 over its limit, another lowered by as
+    room = pg[1] - torch.as_tensor(ed.network.pmin)                # much: the balance still holds, the limit does not
+    room[0] = -1.0
+    pg[1, 0] += excess
+    pg[1, int(torch.argmax(room))] -= excess
+    pg[5, 3] = float("nan")
+    pg[6] = pg[6] * (1 + 1e-9)  # off the balance by ~1e-9 relative
+    xi[7, 0] = float("inf")
+    pf = ed.line_flows(xi, pg)
+    df = ed.thermal_slack(xi, pg, pf)
+    smax = torch.as_tensor(ed.network.rate_a[ed.limited])
+    df[4, 0] = -1e-12  # a negative slack
+    over = pf.clone()
+    over[2, 0] = smax[0] + df[2, 0] + 1e-9  # a line's flow past its limit and slack (the rows read these flows)
+    kept = _holds(ed, xi, pg, df, over)
+    assert kept.tolist() == [True, False, False, True, False, False, False, False]
+    y = torch.cat([pg, df], dim=1)
+    finite = torch.isfinite(y).all(dim=1) & torch.isfinite(xi).all(dim=1)
+    feasible = finite.clone()
+    feasible[finite] = dense.compact_slack(xi[finite], y[finite]).amin(dim=1) >= 0
+    assert bool((kept <= feasible).all())  # a kept row meets every inequality row, evaluated the other way

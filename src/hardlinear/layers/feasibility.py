@@ -350,7 +350,7 @@ class FeasibilityLayer(nn.Module):
         ``xi``'s dtype (or NaN)."""
         name = _dtype_name(xi.dtype)
         lo, hi = self.box.get((f"lo_{name}", f"hi_{name}"), xi)
-        out = ~((xi >= lo) & (xi <= hi)).all(dim=1)
+        out = (xi.clamp(lo, hi) != xi).any(dim=1)  # a NaN stays NaN, unequal to itself: flagged (3 passes, not 5)
         if self.polytope is not None:
             tol = 8.0 * torch.finfo(xi.dtype).eps * self._polytope_scale
             out = out | ~(self.polytope.violation(xi) <= tol)

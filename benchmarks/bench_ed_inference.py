@@ -11,7 +11,8 @@ Per row, in one process: **before** (``problem.flows=dense`` and, for the propos
 code before issue 57) and **after** (``problem.flows`` as configured, ``auto`` by default: the faster of the sparse
 factor and the dense PTDF as timed on the case, and the proposed method's dispatch path,
 :mod:`hardlinear.layers.dispatch_blend`); the largest difference of their outputs; the measured floor
-(:func:`floors.dispatch_floor`: the network, one sparse flow solve, the method's own passes) and the ratio to it;
+(:func:`floors.dispatch_floor`: the network, one sparse flow solve, the method's own passes, and for the proposed
+method the test of its output's rows) and the ratio to it;
 the reference LP's time per instance from the committed records (``data/ref_solve_ms``, every distinct value).
 
 The weights are freshly initialised. E2ELR's repairs run the same operations whatever the weights; the proposed

@@ -360,3 +360,20 @@ def test_dispatch_kept_rows_are_exactly_the_feasible_ones():
     feasible = finite.clone()
     feasible[finite] = dense.compact_slack(xi[finite], y[finite]).amin(dim=1) >= 0
     assert bool((kept <= feasible).all())  # a kept row meets every inequality row, evaluated the other way
+
+
+def test_the_row_test_in_blocks_equals_one_pass(monkeypatch):
+    """The kept-row test's line rows in blocks of rows (a batch larger than one block) give the one-pass answer."""
+    from hardlinear.layers import dispatch_blend
+
+    ed = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="sparse")
+    xi = ed.sample(37, torch.Generator().manual_seed(8))
+    pg = ed.refined_dispatch(xi, torch.randn(37, ed.n, generator=torch.Generator().manual_seed(9), dtype=torch.float64), "proportional")
+    pf = ed.line_flows(xi, pg)
+    df = ed.thermal_slack(xi, pg, pf)
+    df[::5, 3] = -1e-9  # some rows refused, in different blocks
+    smax = torch.as_tensor(ed.network.rate_a[ed.limited])
+    whole = dispatch_blend._line_room(df, pf, smax)
+    monkeypatch.setattr(dispatch_blend, "ROW_TEST_BLOCK", 4 * df.shape[1])  # blocks of 4 rows: 10 blocks
+    assert torch.equal(dispatch_blend._line_room(df, pf, smax), whole)
+    assert torch.equal(dispatch_blend._holds(ed, xi, pg, df, pf), whole >= 0) and int((whole < 0).sum()) == 8

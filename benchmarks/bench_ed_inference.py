@@ -133,6 +133,50 @@ def time_case(case: str, method: str, args: argparse.Namespace, overrides: tuple
     return out
 
 
+def ratio_rounds(case: str, args: argparse.Namespace) -> list[dict]:
+    """The proposed method against E2ELR in alternating rounds (issue 57's target: within 1.2x at batch 1 and at
+    ``--batch``), all set up at once: per round each method's median over ``--ratio-instances`` single calls and one
+    call on the batch, the order rotated from round to round (a slow spell of the shared machine then falls on every
+    method in turn); per proposed variant, its ratio to E2ELR in each round, their median and range. Why beside the
+    rows: each row is timed in its own stretch of minutes, so the ratio of two rows carries the machine's drift."""
+    models = []
+    for method, overrides in common.ed_method_runs(["e2elr", "proposed"], args.proposed_variants):
+        _, problem, dtype, m, failure = common.setup_ed_method(case, method, (*args.problem_overrides.split(), *overrides), args.cache_dir)
+        if m is None:
+            return [{"case": case.replace("pglib_opf_", ""), "status": "failed", "note": f"{method}: {failure}"}]
+        m.eval()
+        xi = problem.sample(max(args.ratio_instances, args.batch), generator=torch.Generator().manual_seed(1)).to(dtype)
+        models.append((method if method == "e2elr" else m.describe().get("variant", ""), m, xi))
+    times: dict[str, dict[str, list[float]]] = {label: {"batch1": [], "batchN": []} for label, _, _ in models}
+    with torch.no_grad():
+        for r in range(args.ratio_rounds):
+            for label, m, xi in models[r % len(models):] + models[: r % len(models)]:
+                for i in range(args.warmup):
+                    m.predict(xi[i : i + 1])
+                single = []
+                for i in range(args.ratio_instances):
+                    t0 = time.perf_counter()
+                    m.predict(xi[i : i + 1])
+                    single.append(1e3 * (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                m.predict(xi[: args.batch])
+                times[label]["batch1"].append(statistics.median(single))
+                times[label]["batchN"].append(1e3 * (time.perf_counter() - t0))
+    out = []
+    for label, _, _ in models[1:]:
+        row = {"case": case.replace("pglib_opf_", ""), "status": "ok", "variant": label, "rounds": args.ratio_rounds,
+               "instances": args.ratio_instances, "batch": args.batch}
+        for b in ("batch1", "batchN"):
+            ratios = [p / e for p, e in zip(times[label][b], times["e2elr"][b])]
+            row.update({f"{b}_ratios": ratios, f"{b}_ratio_median": statistics.median(ratios), f"{b}_ratio_min": min(ratios),
+                        f"{b}_ratio_max": max(ratios), f"{b}_ms": times[label][b], f"{b}_e2elr_ms": times["e2elr"][b]})
+        common.log(f"[ed inference] {row['case']} proposed {label} / e2elr over {args.ratio_rounds} rounds: batch 1 "
+                   f"{row['batch1_ratio_median']:.2f}x ({row['batch1_ratio_min']:.2f}-{row['batch1_ratio_max']:.2f}), "
+                   f"batch {args.batch} {row['batchN_ratio_median']:.2f}x ({row['batchN_ratio_min']:.2f}-{row['batchN_ratio_max']:.2f})")
+        out.append(row)
+    return out
+
+
 def describe(r: dict) -> str:
     if "before_batch1_ms" not in r:
         return (f"flows {r['flows']}: batch 1 {r['batch1_ms']:.2f} ms (floor {r['batch1_floor_ms']:.2f}), batch N "
@@ -161,14 +205,20 @@ def main(argv: list[str] | None = None) -> None:
                         "layer): minutes a call at case6470 and up, where the records' test/time_ms say what it took")
     p.add_argument("--reference-root", default="results/ed",
                    help="where the records whose data/ref_solve_ms is the reference solve's time are")
+    p.add_argument("--ratio-rounds", type=int, default=0,
+                   help="also time the proposed method against E2ELR in this many alternating rounds (ratio_rounds)")
+    p.add_argument("--ratio-instances", type=int, default=30, help="single calls a method a round (their median)")
     p.add_argument("--out", default="results/ed/inference.json")
     args = p.parse_args(argv)
+    if args.ratio_rounds > 0 and not {"e2elr", "proposed"} <= set(args.methods):
+        p.error("--ratio-rounds compares the proposed method with E2ELR: keep both in --methods")
     torch.set_num_threads(1)
     env = common.environment("cpu", 1)
     env["loadavg_start"] = os.getloadavg()
     rows = common.ed_rows(args, time_case, describe, "ed inference")
+    ratios = [row for case in args.cases for row in ratio_rounds(case, args)] if args.ratio_rounds > 0 else []
     env["loadavg_end"] = os.getloadavg()
-    common.write_rows(args.out, env, vars(args), rows, "ed inference")
+    common.write_rows(args.out, env, vars(args), rows, "ed inference", ratios=ratios)
 
 
 if __name__ == "__main__":

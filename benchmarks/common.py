@@ -388,11 +388,12 @@ def ed_method_runs(methods: Sequence[str], proposed_variants: Sequence[str]) -> 
     return runs
 
 
-def write_rows(path: str | Path, env: dict, settings: dict, rows: list[dict], tag: str) -> None:
-    """``{"environment", "settings", "rows"}`` as JSON at ``path`` (folders made), logged under ``tag``."""
+def write_rows(path: str | Path, env: dict, settings: dict, rows: list[dict], tag: str, **extra: object) -> None:
+    """``{"environment", "settings", "rows", **extra}`` as JSON at ``path`` (folders made), logged under ``tag``."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"environment": env, "settings": settings, "rows": rows}, indent=1, default=str) + "\n")
+    body = {"environment": env, "settings": settings, "rows": rows, **extra}
+    out.write_text(json.dumps(body, indent=1, default=str) + "\n")
     log(f"[{tag}] wrote {out}")
 
 

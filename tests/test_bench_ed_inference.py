@@ -57,3 +57,21 @@ def test_skip_before_times_only_the_current_path(bench, tmp_path):
     assert not any(key.startswith("before_") for key in row) and row["outputs_max_rel_diff"] is None
     assert row["ref_solve_ms"] == []  # no record under that root: no reference figure, and no ratio to one
     assert "speedup_vs_ref_batch1" not in row
+
+
+def test_ratio_rounds_alternate_the_proxies(bench, tmp_path):
+    """--ratio-rounds: each proposed variant against E2ELR per round (the order rotated), its median and range; the
+    option refuses a method list without both, before any work."""
+    out = tmp_path / "ed_inference.json"
+    bench.main(["--cases", "pglib_opf_case14_ieee", "--instances", "2", "--repeats", "1", "--warmup", "1", "--batch", "8",
+                "--cache-dir", str(tmp_path), "--skip-before", "--ratio-rounds", "3", "--ratio-instances", "2",
+                "--proposed-variants", "", "++method.refine_geometry=proportional", "--out", str(out)])
+    ratios = json.loads(out.read_text())["ratios"]
+    assert [r["variant"].count("proportional") for r in ratios] == [0, 1]
+    for r in ratios:
+        assert r["status"] == "ok" and r["rounds"] == 3
+        for b in ("batch1", "batchN"):
+            assert len(r[f"{b}_ratios"]) == 3 and r[f"{b}_ratio_min"] <= r[f"{b}_ratio_median"] <= r[f"{b}_ratio_max"]
+            assert r[f"{b}_ratios"] == pytest.approx([p / e for p, e in zip(r[f"{b}_ms"], r[f"{b}_e2elr_ms"])])
+    with pytest.raises(SystemExit):
+        bench.main(["--cases", "pglib_opf_case14_ieee", "--methods", "e2elr", "--ratio-rounds", "2", "--out", str(out)])

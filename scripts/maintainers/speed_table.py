@@ -158,7 +158,7 @@ def ed_flows_table(root: Path) -> str:
         "(PGLearn's way): "
         + lazy_runs + ").", "", *lines, "",
         "The proposed method against E2ELR (the target of issue 57: within 1.2x at batch 1 and 1,024), timed in the same "
-        "runs in alternating rounds (`--ratio-rounds`: each round every proxy's median of single calls and one call "
+        "runs in alternating rounds (`--ratio-rounds`: each round every proxy's median of single calls and of calls "
         "on the batch, the order rotated), beside the ratio of their floors from the rows above (the proposed method's "
         "holds the test of its output's rows, which `alpha = 0` needs and E2ELR does not make):", "", *ratios])
 

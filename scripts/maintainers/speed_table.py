@@ -141,8 +141,8 @@ def ed_flows_table(root: Path) -> str:
             mine, theirs = floor.get((q["case"], "proposed", _row_variant(data["rows"], q))), e2elr.get(q["case"])
             cells = []
             for b in ("batch1", "batchN"):
-                fl = f"{_num(mine[f'{b}_floor_ms'] / theirs[f'{b}_floor_ms'], 2)}x" if mine and theirs else "—"
-                cells += [f"**{_num(q[f'{b}_ratio_median'], 2)}x** ({_num(q[f'{b}_ratio_min'], 2)}-{_num(q[f'{b}_ratio_max'], 2)})", fl]
+                fl = f"{_num(mine[f'{b}_floor_ms'] / theirs[f'{b}_floor_ms'])}x" if mine and theirs else "—"
+                cells += [f"**{_num(q[f'{b}_ratio_median'])}x** ({_num(q[f'{b}_ratio_min'])}-{_num(q[f'{b}_ratio_max'])})", fl]
             ratios.append(f"| {q['case']} | {_proxy({'method': '', 'variant': q['variant']}).strip(' ()') or '—'} | " + " | ".join(cells) + " |")
     lazy_runs = "; ".join(f"{case}: `{v['file']}` (load {v['loadavg_before'].split()[0]} "
                           f"-> {v['loadavg_after'].split()[0]})" for case, v in sorted(lazy.items()))

@@ -262,21 +262,6 @@ def test_sparse_slack_is_the_guarded_maximum():
     assert float((got - expected).abs().max()) <= 4 * torch.finfo(torch.float64).eps * float(smax.max())
 
 
-def test_smallest_slack_is_the_slacks_minimum(dispatches):
-    sparse, dense = dispatches
-    xi, pg = _dispatch_points(sparse)
-    y0 = sparse.with_thermal_slack(xi, pg)[:, : sparse.n_orig].clone()
-    g = int(np.flatnonzero(sparse.network.pmin != sparse.network.pmax)[0])
-    y0[0, g] = float(sparse.network.pmax[g]) + 1.0  # a generator over its limit
-    y0[1, sparse.n_orig - 1] = -0.5  # a negative thermal slack
-    want = dense.compact_slack(xi, y0).amin(dim=1)
-    for ed in (sparse, dense):
-        assert _rel(ed.smallest_slack(xi, y0), want) < 1e-12
-        # with the flows at hand (the dispatch path's call), the rows written out from them: the same minimum
-        assert _rel(ed.smallest_slack(xi, y0, ed.line_flows(xi, y0[:, : len(ed.network.gen_bus)])), want) < 1e-12
-    assert float(sparse.smallest_slack(xi, y0)[:2].max()) < 0
-
-
 @pytest.mark.parametrize("scaled", [False, True])
 def test_the_network_columns_equal_the_whole_forward_and_its_gradient(scaled):
     """run_net_columns: the generator outputs alone of a network over every variable, with and without the output

@@ -35,7 +35,7 @@ from hardlinear.layers.network import run_net_columns
 
 STATS = ("alpha", "out_of_domain")
 ROW_TEST_BLOCK = 1 << 16  # (rows x lines) entries a block of the kept-row test: 512 KB of float64 a buffer
-BALANCE_ULPS = 16.0  # a kept row's balance residual, in units of eps (sum |pg| + |demand| + the ranges' total): rounding
+BALANCE_ULPS = 16.0  # a kept row's balance residual, in units of eps of |demand| + P + R (_holds): rounding
 
 
 def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -72,15 +72,16 @@ def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 
 def _holds(problem, xw: torch.Tensor, pg: torch.Tensor, df: torch.Tensor, pf: torch.Tensor) -> torch.Tensor:
-    """``(B,)`` bool: the row ``(pg, df)`` meets the inequality form's rows (every generator within its limits, a
-    fixed one at its value; each line's two rows; ``df >= 0``) and the balance to :data:`BALANCE_ULPS` rounding units
-    of ``|demand| + P + R``, with ``P = sum max(|pmin|, |pmax|)`` (``generator_size_total``) (at least ``sum |pg|`` for a ``pg`` within its
-    limits: a row outside them is refused by its limits) and ``R`` the generators' ranges' total: the balance's
-    rounding is that of the map's own sums, whose terms are the ranges too (the entropic map meets its sum to ~8 eps
-    of ``R``, more than 16 eps of the dispatch where the capacity is several times the load). A non-finite ``pg``,
-    ``pf`` or ``df`` reads NaN or ``-inf`` in a minimum: not kept. The generators' limits are read on the whole ``pg``,
-    the fixed ones included (``refined_dispatch`` writes their value), and ``P`` is a constant: at batch 1 every
-    tensor call counts (~5 us each), and this check was a third of the proposed method's remainder over E2ELR."""
+    """``(B,)`` bool: the row ``(pg, df)`` with flows ``pf`` meets the inequality form's rows (every generator within
+    its limits, a fixed one at its value; each line's two rows; ``df >= 0``) and the balance to :data:`BALANCE_ULPS`
+    rounding units of ``|demand| + P + R``: ``P = sum max(|pmin|, |pmax|)`` (``generator_size_total``) bounds
+    ``sum |pg|`` for a ``pg`` within its limits (a row outside them is refused by its limits), and ``R``, the
+    generators' ranges' total, is there because the map's own sums have the ranges as terms (the entropic map meets its
+    sum to ~8 eps of ``R``, more than 16 eps of the dispatch where the capacity is several times the load). A
+    non-finite ``pg``, ``pf`` or ``df`` reads NaN or ``-inf`` in a minimum: not kept. Why the limits on the whole
+    ``pg`` (``refined_dispatch`` writes the fixed generators' value) and a constant ``P``: at batch 1 every tensor call
+    counts (~2-5 us each); this test is the one part of the proposed method's floor that E2ELR has no counterpart for
+    (``floors.dispatch_floor``)."""
     net = problem.network
     pmin, pmax = problem._tensor("pmin", net.pmin, pg), problem._tensor("pmax", net.pmax, pg)
     smax = problem._tensor("smax", net.rate_a[problem.limited], pg)

@@ -538,18 +538,6 @@ class EconomicDispatch(Problem):
         smax = self._tensor("smax", net.rate_a[self.limited], pg)
         return pg.index_select(1, free), lo, hi, smax, df, pf
 
-    def smallest_slack(self, xi: torch.Tensor, y_orig: torch.Tensor, pf: torch.Tensor | None = None) -> torch.Tensor:
-        """``(B,)``: the smallest entry of :meth:`compact_slack` per row, without forming the ``(B, m_ineq)`` slacks
-        when the flows are sparse or given (a line's two rows: ``smax + df - |pf|``; 120 MB a call at case2869, batch
-        1,024; with the dense PTDF and ``pf`` at hand, the family's whole product cost the proposed method's training
-        step a quarter of its time at case300)."""
-        if pf is None and self.flow_mode(y_orig) == "dense":
-            return self.compact_slack(xi, y_orig, pf).amin(dim=1)
-        pg_free, lo, hi, smax, df, pf = self._compact_pieces(xi, y_orig, pf)
-        lines = (df + smax).sub_(pf.abs()).amin(dim=1) if df.shape[1] else df.new_zeros(df.shape[0])  # one buffer fewer
-        parts = [(hi - pg_free).amin(dim=1), (pg_free - lo).amin(dim=1), lines, df.amin(dim=1)]
-        return torch.stack([p for p, width in zip(parts, (pg_free.shape[1],) * 2 + (df.shape[1],) * 2) if width]).amin(dim=0)
-
     def to_form(self, xi: torch.Tensor, y_orig: torch.Tensor) -> torch.Tensor:
         """Original variables to the form's: the standard form appends the slacks of :meth:`compact_slack`."""
         if self.form == "inequality":

@@ -217,10 +217,12 @@ def _entropic_multiplier(u: torch.Tensor, need: torch.Tensor, width: torch.Tenso
     tol = 8 * torch.finfo(u.dtype).eps * (width.sum() + need.abs())
     step_before = lam_hi - lam_lo  # the step before the last one (Numerical Recipes' rtsafe test)
     step_last = step_before.clone()
+    # two (B, G) buffers for every step, the weighted sums as matrix-vector products: five passes a step, not eight
+    sig, curve = torch.empty_like(u), torch.empty_like(u)
     for _ in range(ENTROPIC_MAX_STEPS):
-        sig = torch.sigmoid(u - lam.unsqueeze(1))
-        resid = (width * sig).sum(dim=1) - need  # falls as lam rises
-        slope = (width * sig * (1.0 - sig)).sum(dim=1)
+        torch.sub(u, lam.unsqueeze(1), out=sig).sigmoid_()
+        resid = torch.mv(sig, width) - need  # falls as lam rises
+        slope = torch.mv(torch.addcmul(sig, sig, sig, value=-1.0, out=curve), width)  # sum width sig (1 - sig)
         lam_lo = torch.where(resid > 0, lam, lam_lo)
         lam_hi = torch.where(resid > 0, lam_hi, lam)
         done = (resid.abs() <= tol) | (lam_hi - lam_lo <= 4 * torch.finfo(u.dtype).eps * lam.abs().clamp(min=1.0))

@@ -316,13 +316,12 @@ def dispatch_floor(method, xi: torch.Tensor, seconds: Callable[[Callable[[], obj
     timed alone by ``seconds(fn)`` (the caller's median): its network's forward, one solve of the line flows through
     the factor of ``Bbus`` (:mod:`hardlinear.problems.flows`: the line rows need at least one), and its own passes
     (E2ELR: the bound and balance repairs; the proposed method with ``refine=problem``: the map onto the limits and
-    the balance, ``EconomicDispatch.refined_dispatch``, and the test of its output's rows, ``row_test_s``:
+    the balance, ``EconomicDispatch.refined_dispatch``, and the test of its output's rows, ``EconomicDispatch.rows_hold``, ``row_test_s``:
     ``alpha = 0`` is the blend's answer only for an output that meets every row, so the method cannot skip it, and
     E2ELR makes no such test). Keys: the pieces' seconds and ``floor_s``, their sum.
 
     Why measured, not counted (:class:`Floor`): the sparse solve's cost is its factor's fill and memory traffic, and
     the proposed map iterates a data-dependent number of steps; a count of multiply-adds would hide both."""
-    from hardlinear.layers.dispatch_blend import _holds
     from hardlinear.layers.network import run_net_columns
     from hardlinear.layers.peers.e2elr import bound_repair, proportional_response
 
@@ -348,7 +347,7 @@ def dispatch_floor(method, xi: torch.Tensor, seconds: Callable[[Callable[[], obj
             pg = own()
             pf = problem.line_flows(xw, pg)
             df = problem.thermal_slack(xw, pg, pf)
-            pieces["row_test_s"] = seconds(lambda: _holds(problem, xw, pg, df, pf))
+            pieces["row_test_s"] = seconds(lambda: problem.rows_hold(xw, pg, df, pf))
         pieces["own_passes_s"] = seconds(own)
         pieces["flows_s"] = seconds(lambda: problem._sparse_line_flows(xw, pg))
     pieces["floor_s"] = sum(pieces.values())

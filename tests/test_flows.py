@@ -314,11 +314,9 @@ def test_loads_keeps_its_last_result_only_while_it_is_valid():
 
 
 def test_dispatch_kept_rows_are_exactly_the_feasible_ones():
-    """The dispatch path's row test (dispatch_blend._holds): a generator over its limit, a flow past its line's limit
+    """The dispatch path's row test (EconomicDispatch.rows_hold): a generator over its limit, a flow past its line's limit
     and slack, a negative slack, a NaN, an unbalanced row and an infinite load are refused, the refined rows kept;
     a kept row meets every inequality row evaluated the other way (compact_slack, dense PTDF)."""
-    from hardlinear.layers.dispatch_blend import _holds
-
     ed = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="sparse")
     dense = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="dense")
     xi = ed.sample(8, torch.Generator().manual_seed(3))
@@ -338,7 +336,7 @@ def test_dispatch_kept_rows_are_exactly_the_feasible_ones():
     df[4, 0] = -1e-12  # a negative slack
     over = pf.clone()
     over[2, 0] = smax[0] + df[2, 0] + 1e-9  # a line's flow past its limit and slack (the rows read these flows)
-    kept = _holds(ed, xi, pg, df, over)
+    kept = ed.rows_hold(xi, pg, df, over)
     assert kept.tolist() == [True, False, False, True, False, False, False, False]
     y = torch.cat([pg, df], dim=1)
     finite = torch.isfinite(y).all(dim=1) & torch.isfinite(xi).all(dim=1)
@@ -349,8 +347,6 @@ def test_dispatch_kept_rows_are_exactly_the_feasible_ones():
 
 def test_the_row_test_in_blocks_equals_one_pass(monkeypatch):
     """The kept-row test's line rows in blocks of rows (a batch larger than one block) give the one-pass answer."""
-    from hardlinear.layers import dispatch_blend
-
     ed = EconomicDispatch("pglib_opf_case118_ieee", form="inequality", flows="sparse")
     xi = ed.sample(37, torch.Generator().manual_seed(8))
     pg = ed.refined_dispatch(xi, torch.randn(37, ed.n, generator=torch.Generator().manual_seed(9), dtype=torch.float64), "proportional")
@@ -358,7 +354,7 @@ def test_the_row_test_in_blocks_equals_one_pass(monkeypatch):
     df = ed.thermal_slack(xi, pg, pf)
     df[::5, 3] = -1e-9  # some rows refused, in different blocks
     smax = torch.as_tensor(ed.network.rate_a[ed.limited])
-    whole = dispatch_blend._line_room(df, pf, smax)
-    monkeypatch.setattr(dispatch_blend, "ROW_TEST_BLOCK", 4 * df.shape[1])  # blocks of 4 rows: 10 blocks
-    assert torch.equal(dispatch_blend._line_room(df, pf, smax), whole)
-    assert torch.equal(dispatch_blend._holds(ed, xi, pg, df, pf), whole >= 0) and int((whole < 0).sum()) == 8
+    whole = ed_module._line_room(df, pf, smax)
+    monkeypatch.setattr(ed_module, "ROW_TEST_BLOCK", 4 * df.shape[1])  # blocks of 4 rows: 10 blocks
+    assert torch.equal(ed_module._line_room(df, pf, smax), whole)
+    assert torch.equal(ed.rows_hold(xi, pg, df, pf), whole >= 0) and int((whole < 0).sum()) == 8

@@ -11,8 +11,8 @@ call from case1354 up, against a sparse solve of ~0.1 ms.
 What this module computes, in the layer's working dtype (float64), per row:
 
 * ``y_TN`` = the refinement of the network's output and its slacks ``s_TN = h - H y_TN`` (through the factor);
-* rows whose ``y_TN`` is finite, meets the balance to ``BALANCE_ULPS`` rounding units and has every slack
-  ``s_TN >= 0`` (the usual case: the refinement is exact up to rounding) keep ``y_TN``: the layer's ``alpha`` is 0
+* rows whose ``y_TN`` is finite, meets the balance to rounding and has every slack ``s_TN >= 0``
+  (``EconomicDispatch.rows_hold``; the usual case: the refinement is exact up to rounding) keep ``y_TN``: the layer's ``alpha`` is 0
   there, and the slack is already the smallest for its ``pg`` (the after-blend repair would return the same bits);
 * the other rows (a non-finite network output; a huge one, whose balance the map meets only to its own size's
   rounding; a slack below zero from rounding) take the unfused path: the layer (projection, rule, blend) and the
@@ -34,8 +34,6 @@ from torch import nn
 from hardlinear.layers.network import run_net_columns
 
 STATS = ("alpha", "out_of_domain")
-ROW_TEST_BLOCK = 1 << 16  # (rows x lines) entries a block of the kept-row test: 512 KB of float64 a buffer
-BALANCE_ULPS = 16.0  # a kept row's balance residual, in units of eps of |demand| + P + R (_holds): rounding
 
 
 def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -52,12 +50,13 @@ def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     pg_columns = problem.variable_slices()["pg"]
     pg = problem.refined_dispatch(xw, run_net_columns(m.net, xi, pg_columns).to(work), m.refine_geometry)
     pf = problem.line_flows(xw, pg)
-    y = torch.cat([pg, problem.thermal_slack(xw, pg, pf)], dim=1)
+    df = problem.thermal_slack(xw, pg, pf)
+    y = torch.cat([pg, df], dim=1)
     if problem.form == "standard":
         slack = problem.compact_slack(xw, y, pf)
         y = torch.cat([y, slack], dim=1)
     with torch.no_grad():
-        keep = _holds(problem, xw, pg, y[:, pg.shape[1]:pg.shape[1] + pf.shape[1]], pf)
+        keep = problem.rows_hold(xw, pg, df, pf)
         if problem.form == "standard":
             keep &= slack.amin(dim=1) >= 0
     alpha = y.new_zeros(y.shape[0]).detach()
@@ -69,38 +68,6 @@ def dispatch_forward(method, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
         y = y.to(blended.dtype).index_copy(0, rows, blended)
         alpha = alpha.index_copy(0, rows, layer.last_stats["alpha"].detach().to(alpha.dtype))
     return y.to(dtype), alpha, keep
-
-
-def _holds(problem, xw: torch.Tensor, pg: torch.Tensor, df: torch.Tensor, pf: torch.Tensor) -> torch.Tensor:
-    """``(B,)`` bool: the row ``(pg, df)`` with flows ``pf`` meets the inequality form's rows (every generator within
-    its limits, a fixed one at its value; each line's two rows; ``df >= 0``) and the balance to :data:`BALANCE_ULPS`
-    rounding units of ``|demand| + P + R``: ``P = sum max(|pmin|, |pmax|)`` (``generator_size_total``) bounds
-    ``sum |pg|`` for a ``pg`` within its limits (a row outside them is refused by its limits), and ``R``, the
-    generators' ranges' total, is there because the map's own sums have the ranges as terms (the entropic map meets its
-    sum to ~8 eps of ``R``, more than 16 eps of the dispatch where the capacity is several times the load). A
-    non-finite ``pg``, ``pf`` or ``df`` reads NaN or ``-inf`` in a minimum: not kept. Why the limits on the whole
-    ``pg`` (``refined_dispatch`` writes the fixed generators' value) and a constant ``P``: at batch 1 every tensor call
-    counts (~2-5 us each); this test is the one part of the proposed method's floor that E2ELR has no counterpart for
-    (``floors.dispatch_floor``)."""
-    net = problem.network
-    pmin, pmax = problem._tensor("pmin", net.pmin, pg), problem._tensor("pmax", net.pmax, pg)
-    smax = problem._tensor("smax", net.rate_a[problem.limited], pg)
-    limits = torch.minimum(pg - pmin, pmax - pg).amin(dim=1)
-    smallest = torch.minimum(limits, _line_room(df, pf, smax)) if df.shape[1] else limits
-    demand = problem.loads(xw).sum(dim=1)
-    size = problem.generator_size_total + problem.generator_range_total
-    tolerance = (demand.abs() + size).mul_(BALANCE_ULPS * torch.finfo(pg.dtype).eps)
-    return (smallest >= 0) & ((pg.sum(dim=1) - demand).abs() <= tolerance)
-
-
-def _line_room(df: torch.Tensor, pf: torch.Tensor, smax: torch.Tensor) -> torch.Tensor:
-    """``(B,)``: the smallest of ``smax + df - |pf|`` (a line's two rows) and ``df`` per row, in blocks of rows of at
-    most :data:`ROW_TEST_BLOCK` entries: the test's buffers then stay in cache, and the (B, lines) arrays are read
-    once (at case2869, batch 1,024: 53 ms unblocked, 15 ms in blocks; 2^15 to 2^18 entries a block within 10 % of it)."""
-    rows = max(1, ROW_TEST_BLOCK // df.shape[1])
-    if df.shape[0] > rows:
-        return torch.cat([_line_room(df[i : i + rows], pf[i : i + rows], smax) for i in range(0, df.shape[0], rows)])
-    return torch.minimum((df + smax).sub_(pf.abs()).amin(dim=1), df.amin(dim=1))
 
 
 def dispatch_blend_reason(method) -> str | None:

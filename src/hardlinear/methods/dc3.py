@@ -129,4 +129,3 @@ def _generator_family(problem):  # noqa: ANN001, ANN202 - an EconomicDispatch; i
         raise ValueError(f"method.thermal=soft poses DC3 on an economic dispatch's generator outputs; {problem.name} is "
                          "not one: use problem=ed (or ed_tpwrs2024), or method.thermal=hard")
     return build()
-

@@ -65,16 +65,22 @@ def reference_solve_ms(case: str, root: Path = REPO / "results" / "ed") -> list[
     return sorted(found)
 
 
-def _latency(m, xi: torch.Tensor, args: argparse.Namespace) -> dict:
-    """Batch 1 (``instances`` inputs one at a time: median and interquartile range) and batch ``args.batch`` (median
-    of ``repeats`` calls)."""
-    for i in range(args.warmup):
+def _single_calls_ms(m, xi: torch.Tensor, warmup: int, instances: int) -> list[float]:
+    """``m.predict`` on ``instances`` inputs one at a time, after ``warmup`` untimed calls: each call's ms."""
+    for i in range(warmup):
         m.predict(xi[i : i + 1])
     times = []
-    for i in range(args.instances):
+    for i in range(instances):
         t0 = time.perf_counter()
         m.predict(xi[i : i + 1])
         times.append(1e3 * (time.perf_counter() - t0))
+    return times
+
+
+def _latency(m, xi: torch.Tensor, args: argparse.Namespace) -> dict:
+    """Batch 1 (``instances`` inputs one at a time: median and interquartile range) and batch ``args.batch`` (median
+    of ``repeats`` calls)."""
+    times = _single_calls_ms(m, xi, args.warmup, args.instances)
     q = statistics.quantiles(times, n=4)
     median_s, calls = common.median_time(lambda: m.predict(xi[: args.batch]), "cpu", args.repeats, 1)
     return {"batch1_ms": statistics.median(times), "batch1_iqr_ms": q[2] - q[0], "batchN_ms": 1e3 * median_s, "calls": calls}
@@ -151,20 +157,10 @@ def ratio_rounds(case: str, args: argparse.Namespace) -> list[dict]:
     with torch.no_grad():
         for r in range(args.ratio_rounds):
             for label, m, xi in models[r % len(models):] + models[: r % len(models)]:
-                for i in range(args.warmup):
-                    m.predict(xi[i : i + 1])
-                single = []
-                for i in range(args.ratio_instances):
-                    t0 = time.perf_counter()
-                    m.predict(xi[i : i + 1])
-                    single.append(1e3 * (time.perf_counter() - t0))
-                batched = []
-                for _ in range(args.ratio_batch_calls):
-                    t0 = time.perf_counter()
-                    m.predict(xi[: args.batch])
-                    batched.append(1e3 * (time.perf_counter() - t0))
+                single = _single_calls_ms(m, xi, args.warmup, args.ratio_instances)
+                batched_s, _ = common.median_time(lambda m=m, xi=xi: m.predict(xi[: args.batch]), "cpu", args.ratio_batch_calls, 0)
                 times[label]["batch1"].append(statistics.median(single))
-                times[label]["batchN"].append(statistics.median(batched))
+                times[label]["batchN"].append(1e3 * batched_s)
     out = []
     for label, _, _ in models[1:]:
         row = {"case": case.replace("pglib_opf_", ""), "status": "ok", "variant": label, "rounds": args.ratio_rounds,
